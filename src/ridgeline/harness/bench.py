@@ -1,0 +1,305 @@
+"""`ridgeline bench`: check every implementation, then time each one the same way, and keep every result.
+
+A wrong implementation is recorded as wrong and never timed. Each measurement is placed on the probed roofline:
+GB/s and TFLOP/s come from the spec's cost model, % of roof uses the probed ceilings, and the speed of light of
+a launch is regime-aware: SOL = floor(regime) + max(ideal bytes / copy bandwidth, FLOPs / peak).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ridgeline import registry
+from ridgeline.harness.correctness import check_case
+from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
+from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
+from ridgeline.records.record import RunRecord, load_record, measurement_key
+from ridgeline.specs.base import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
+
+# "auto": hot graph replay below this many elements (launch-bound shapes, FACTS.md's method), cold eager above.
+AUTO_GRAPH_BELOW_ELEMENTS = 4 * 1024 * 1024
+# graph-cold rotates input sets until they hold this multiple of the L2 (so every call starts cold).
+ROTATE_L2_MULTIPLE = 3
+FLOOR_OF_REGIME = {"cold-eager": "cold-eager", "graph-cold": "graph", "graph-hot": "graph", "host": "host"}
+DEFAULT_BASELINE = "torch-eager"
+
+
+@dataclass
+class BenchPlan:
+    op: str
+    impls: list[str]
+    shapes: list[Shape]
+    dtypes: list[torch.dtype]
+    regimes: list[str]
+    variants: list[str]
+    budget_s: float
+    baseline: str
+    seed: int = 0
+
+    def settings(self) -> dict[str, Any]:
+        return {"op": self.op, "impls": self.impls, "shapes": [list(s) for s in self.shapes],
+                "dtypes": [dtype_name(d) for d in self.dtypes], "regimes": self.regimes,
+                "variants": self.variants, "budget_s": self.budget_s, "baseline": self.baseline, "seed": self.seed}
+
+    @classmethod
+    def from_settings(cls, s: dict[str, Any]) -> BenchPlan:
+        return cls(s["op"], list(s["impls"]), [tuple(x) for x in s["shapes"]], [parse_dtype(d) for d in s["dtypes"]],
+                   list(s["regimes"]), list(s.get("variants", [""])), float(s["budget_s"]), s["baseline"],
+                   int(s.get("seed", 0)))
+
+    def cases(self) -> list[Case]:
+        return [Case(tuple(s), d, v) for s in self.shapes for d in self.dtypes for v in self.variants]
+
+
+def regimes_for(requested: Sequence[str], case: Case, device: torch.device) -> list[str]:
+    if device.type != "cuda":
+        return ["cpu"]
+    out: list[str] = []
+    for r in requested:
+        if r == "auto":
+            r = "graph-hot" if math.prod(case.shape) < AUTO_GRAPH_BELOW_ELEMENTS else "cold-eager"
+        if r not in REGIMES or r == "cpu":
+            raise ValueError(f"regime: expected auto or one of {', '.join(REGIMES[:-1])} on a GPU, got {r!r}")
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def default_impls(op: str) -> list[str]:
+    """Ours first, then every peer that is available here."""
+    impls = registry.implementations(op)
+    return [i.name for i in impls if i.source == "ours"] + [i.name for i in impls if i.source != "ours"
+                                                             and i.available]
+
+
+def _bound(fn: Callable[..., Any], spec: OpSpec, inputs: dict[str, Any]) -> Callable[[], Any]:
+    """A zero-argument call of the implementation (no per-call harness work in the timed path)."""
+    return functools.partial(spec.call, fn, inputs)
+
+
+def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.device, plan: BenchPlan,
+          profile: dict[str, Any]) -> Timing:
+    inputs = spec.make_inputs(case, device, plan.seed)
+    if regime == "cpu":
+        return time_cpu(_bound(impl.fn, spec, inputs), plan.budget_s)
+    if regime == "cold-eager":
+        return time_cold_eager(_bound(impl.fn, spec, inputs), plan.budget_s)
+    if regime == "host":
+        return time_host(_bound(impl.fn, spec, inputs), plan.budget_s)
+    sets = [inputs]
+    if regime == "graph-cold":
+        cost = spec.cost(case.shape, case.dtype, case.variant)
+        l2 = profile.get("l2_bytes") or 64 * 2**20
+        if cost.bytes < 4 * l2:
+            want = min(4096, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(cost.bytes, 1)))
+            sets += [spec.make_inputs(case, device, plan.seed + i) for i in range(1, want)]
+    return time_graph([_bound(impl.fn, spec, s) for s in sets], plan.budget_s, regime=regime)
+
+
+def _launch_info(impl: Impl, case: Case) -> dict[str, Any] | None:
+    if impl.source != "ours":
+        return None
+    from ridgeline.kernels.rmsnorm import launch_config
+
+    cfg = launch_config(case.shape[-1], case.dtype)
+    return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n}
+
+
+def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
+    """Fill bytes, flops, GB/s, TFLOP/s, % of roof, SOL and % of SOL from the spec's cost and the probe."""
+    cost = spec.cost(case.shape, case.dtype, case.variant)
+    med = m["median_us"]
+    m.update(bytes=cost.bytes, flops=cost.flops)
+    device_time = m["regime"] not in ("host",)
+    m["gbps"] = cost.bytes / med / 1e3 if device_time and med > 0 else None
+    m["tflops"] = cost.flops / med / 1e6 if device_time and med > 0 else None
+    copy = profile.get("copy_gbps")
+    peak = (profile.get("tflops") or {}).get(getattr(spec, "compute_unit", "fp32"))
+    floor = (profile.get("floors_us") or {}).get(FLOOR_OF_REGIME.get(m["regime"], ""), None)
+    m["floor_us"] = floor
+    if copy and device_time:
+        ideal = max(cost.bytes / (copy * 1e3), cost.flops / (peak * 1e6) if peak else 0.0)
+        m["pct_of_roof"] = max(m["gbps"] / copy, (m["tflops"] / peak) if peak else 0.0)
+        m["sol_us"] = (floor or 0.0) + ideal
+        m["pct_of_sol"] = m["sol_us"] / med
+    elif m["regime"] == "host" and floor:
+        m["pct_of_roof"], m["sol_us"], m["pct_of_sol"] = None, floor, floor / med
+    else:
+        m["pct_of_roof"] = m["sol_us"] = m["pct_of_sol"] = None
+
+
+def annotate_speedups(record: RunRecord, baseline: str) -> None:
+    """Speedup of each measurement over the named baseline and over the fastest peer at the same point."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for m in record.measurements:
+        groups.setdefault((m["op"], tuple(m["shape"]), m["dtype"], m.get("variant", ""), m["regime"]), []).append(m)
+    for ms in groups.values():
+        base = next((m for m in ms if m["impl"] == baseline), None)
+        for m in ms:
+            m["baseline"] = baseline if base else None
+            m["speedup_vs_baseline"] = base["median_us"] / m["median_us"] if base and m["median_us"] else None
+            peers = [p for p in ms if p.get("source") == "peer" and p["impl"] != m["impl"]]
+            best = min(peers, key=lambda p: p["median_us"], default=None)
+            m["best_peer"] = best["impl"] if best else None
+            m["speedup_vs_best_peer"] = best["median_us"] / m["median_us"] if best and m["median_us"] else None
+
+
+def count_tasks(plan: BenchPlan, device: torch.device) -> int:
+    return sum(len(plan.impls) * (1 + len(regimes_for(plan.regimes, c, device))) for c in plan.cases())
+
+
+def run_bench(
+    plan: BenchPlan,
+    record: RunRecord,
+    profile: dict[str, Any],
+    device: torch.device,
+    progress: Callable[[str], None] | None = None,
+) -> RunRecord:
+    """Execute (or continue) a bench plan into `record`, saving after every result."""
+    spec = registry.get_spec(plan.op)
+    impls = [registry.resolve(plan.op, n) for n in plan.impls]
+    tick = progress or (lambda desc: None)
+    for case in plan.cases():
+        regimes = regimes_for(plan.regimes, case, device)
+        passing: list[Impl] = []
+        for impl in impls:
+            tick(f"check {impl.name} {case.label()}")
+            key = (plan.op, impl.name, tuple(case.shape), dtype_name(case.dtype), case.variant)
+            done = record.find_check(key)
+            if done is None:
+                result = check_case(spec, impl, case, device, plan.seed).to_dict()
+                record.add_check(result)
+                if not result["passed"]:
+                    record.add_failure({**_failure_base(plan.op, impl, case), "regime": "", "stage": "check",
+                                        "reason": "; ".join(result["reasons"])})
+                done = result
+            if done["passed"]:
+                passing.append(impl)
+        for regime in regimes:
+            for impl in impls:
+                tick(f"time {impl.name} {case.label()} {regime}")
+                if impl not in passing:
+                    continue
+                key = measurement_key({**_failure_base(plan.op, impl, case), "regime": regime})
+                if record.has_measurement(key) or record.has_failure(key, "time"):
+                    continue
+                try:
+                    timing = _time(spec, impl, case, regime, device, plan, profile)
+                except Exception as e:  # OOM, capture failure, a peer crashing: record it, go on
+                    reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    record.add_failure({**_failure_base(plan.op, impl, case), "regime": regime, "stage": "time",
+                                        "reason": reason})
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                        torch.cuda.empty_cache()
+                    continue
+                m = {**_failure_base(plan.op, impl, case), "source": impl.source, **timing.to_dict()}
+                place_on_roofline(m, spec, case, profile)
+                if device.type == "cuda":
+                    nv = nvml_state(device.index or 0)
+                    m["sm_clock_mhz"] = nv.get("sm_clock_mhz")
+                    m["throttled"] = bool(nv.get("throttle_reasons", 0) & THROTTLE_MASK) if nv else None
+                    torch.cuda.empty_cache()
+                launch = _launch_info(impl, case)
+                if launch:
+                    m["launch"] = launch
+                if regime == "cpu":
+                    m["note"] = "CPU timing (Triton interpreter or torch CPU): says nothing about GPU speed"
+                record.add_measurement(m)
+        annotate_speedups(record, plan.baseline)
+    record.finish()
+    return record
+
+
+def _failure_base(op: str, impl: Impl, case: Case) -> dict[str, Any]:
+    return {"op": op, "impl": impl.name, "shape": list(case.shape), "dtype": dtype_name(case.dtype),
+            "variant": case.variant}
+
+
+def make_plan(
+    op: str,
+    impls: Iterable[str] | None = None,
+    shapes: str | Iterable[Shape] | None = None,
+    dtypes: Iterable[torch.dtype] | None = None,
+    regimes: Iterable[str] = ("auto",),
+    variants: Iterable[str] = ("",),
+    budget_s: float | None = None,
+    baseline: str = DEFAULT_BASELINE,
+    device: torch.device | None = None,
+) -> BenchPlan:
+    """Resolve defaults (shape set, dtypes, implementations) and fail fast on a typo, before minutes of work."""
+    device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    spec = registry.get_spec(op)
+    if shapes is None:
+        shapes = "sweep" if device.type == "cuda" else "cpu"
+    shape_list = spec.shapes(shapes) if isinstance(shapes, str) else [tuple(s) for s in shapes]
+    plan = BenchPlan(
+        op=op,
+        impls=list(impls) if impls else default_impls(op),
+        shapes=shape_list,
+        dtypes=list(dtypes) if dtypes else [torch.bfloat16],
+        regimes=list(regimes) or ["auto"],
+        variants=list(variants) or [""],
+        budget_s=budget_s if budget_s is not None else (1.5 if device.type == "cuda" else 0.3),
+        baseline=baseline,
+    )
+    for name in plan.impls:
+        registry.resolve(op, name)
+    for case in plan.cases()[:1]:
+        regimes_for(plan.regimes, case, device)
+    return plan
+
+
+def bench(
+    op: str | None = None,
+    impls: Iterable[str] | None = None,
+    shapes: str | Iterable[Shape] | None = None,
+    dtypes: Iterable[torch.dtype] | None = None,
+    regimes: Iterable[str] = ("auto",),
+    variants: Iterable[str] = ("",),
+    budget_s: float | None = None,
+    baseline: str = DEFAULT_BASELINE,
+    json_path: Path | str | None = None,
+    resume: Path | str | None = None,
+    db: Path | str | None = None,
+    argv: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    refresh_probe: bool = False,
+    plan: BenchPlan | None = None,
+) -> RunRecord:
+    """Python API of `ridgeline bench`; returns the run record (also written to JSON and the SQLite store).
+
+    `resume` continues a killed run from its record: finished checks and measurements are kept, not redone.
+    """
+    from ridgeline.harness.probe import device_profile
+    from ridgeline.paths import default_db, default_run_path
+    from ridgeline.records.store import Store
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if resume is not None:
+        record = load_record(resume)
+        plan = BenchPlan.from_settings(record.settings)
+        if json_path is not None and Path(json_path) != Path(resume):
+            record.path = Path(json_path)
+        record.complete = False
+    else:
+        if plan is None:
+            if op is None:
+                raise ValueError("op: name an op, or pass resume=RUN.json")
+            plan = make_plan(op, impls, shapes, dtypes, regimes, variants, budget_s, baseline, device)
+        env = capture_env(argv)
+        record = RunRecord(kind="bench", command=env["command"], env=env,
+                           device=device_profile(refresh=refresh_probe), settings=plan.settings())
+        record.path = Path(json_path) if json_path else default_run_path(record.run_id)
+    record.save()
+    run_bench(plan, record, record.device, device, progress)
+    with Store(db or default_db()) as store:
+        store.put(record)
+    return record

@@ -1,0 +1,265 @@
+"""Prove an implementation right: float64 reference, tolerance per dtype, edge cases, and the KernelBench lessons.
+
+For each (implementation, case) the harness checks, on fresh random inputs:
+- every output against the float64 reference (NaN/inf where and only where the reference has them);
+- outputs fully written (the CUDA caching allocator is poisoned with NaN before each call);
+- inputs left bit-identical (except those the implementation declares it writes in place);
+- determinism (the same inputs twice give the same bits);
+- batch invariance (a subset of rows gives the same bits as those rows in the full call);
+- freshness (a second, different input set is checked too: a cached or data-specific result fails).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from ridgeline.specs.base import Case, Impl, Inputs, OpSpec, dtype_name, shape_label
+
+# Cases bigger than this are compared in row chunks so the float64 reference fits in memory.
+CHUNK_ELEMENTS = 1 << 26
+
+
+@dataclass
+class OutputError:
+    name: str
+    max_abs_err: float
+    worst_ratio: float  # max over elements of |err| / (atol + rtol |ref|); <= 1 passes
+    atol: float
+    rtol: float
+    nan_mismatch: int = 0
+    dtype_ok: bool = True
+    shape_ok: bool = True
+
+
+@dataclass
+class CheckResult:
+    op: str
+    impl: str
+    shape: list[int]
+    dtype: str
+    variant: str
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    outputs: list[OutputError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return " ".join(p for p in (shape_label(self.shape), self.dtype, self.variant) if p)
+
+    def worst_ratio(self) -> float:
+        return max((o.worst_ratio for o in self.outputs), default=float("nan"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """Reinterpret as integers so comparisons are bitwise (NaN payloads included)."""
+    size = t.element_size()
+    int_type = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
+    return t.contiguous().view(int_type)
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
+
+
+def _clone_inputs(inputs: Inputs) -> Inputs:
+    """Copies that keep each tensor's strides (a strided view stays a strided view of a fresh buffer)."""
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            c = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+            c.copy_(v)
+            out[k] = c
+        else:
+            out[k] = v
+    return out
+
+
+def _poison_allocator(device: torch.device, nbytes: int) -> None:
+    """Fill blocks the CUDA caching allocator will hand out next with NaN, so unwritten outputs show."""
+    if device.type != "cuda" or nbytes <= 0:
+        return
+    blocks = [torch.full((max(nbytes // 2, 1),), float("nan"), dtype=torch.float16, device=device) for _ in range(4)]
+    del blocks
+
+
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, expect_dtype: torch.dtype, tol) -> OutputError:
+    err = OutputError(name, 0.0, 0.0, tol.atol, tol.rtol)
+    if tuple(out.shape) != tuple(ref.shape):
+        err.shape_ok = False
+        err.worst_ratio = float("inf")
+        return err
+    err.dtype_ok = out.dtype == expect_dtype
+    flat_out = out.reshape(-1, out.shape[-1]) if out.dim() else out.reshape(1, 1)
+    flat_ref = ref.reshape(-1, ref.shape[-1]) if ref.dim() else ref.reshape(1, 1)
+    rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, flat_ref.shape[-1]))
+    for start in range(0, flat_ref.shape[0], rows_per_chunk):
+        o = flat_out[start : start + rows_per_chunk].double()
+        r = flat_ref[start : start + rows_per_chunk]
+        o_nan, r_nan = o.isnan(), r.isnan()
+        r_inf = r.isinf()
+        err.nan_mismatch += int((o_nan != r_nan).sum()) + int((r_inf & (o != r)).sum())
+        finite = ~(r_nan | r_inf)
+        diff = (o - r).abs()
+        diff = torch.where(finite, diff, torch.zeros_like(diff))
+        # A NaN/inf where the reference is finite is an infinite error.
+        diff = torch.where(finite & ~o.isfinite(), torch.full_like(diff, float("inf")), diff)
+        if diff.numel():
+            bound = tol.atol + tol.rtol * r.abs()
+            err.max_abs_err = max(err.max_abs_err, float(diff.max()))
+            err.worst_ratio = max(err.worst_ratio, float((diff / torch.where(finite, bound, 1.0)).max()))
+    return err
+
+
+def _reference_chunked(spec: OpSpec, inputs: Inputs, rows: int) -> list[torch.Tensor]:
+    """The float64 reference, computed over row chunks when the case is large."""
+    numel = max((v.numel() for k, v in inputs.items() if k in spec.batch_inputs), default=0)
+    if numel <= CHUNK_ELEMENTS or rows <= 1:
+        return [r for r in spec.reference(inputs)]
+    per_row = max(1, numel // rows)
+    step = max(1, CHUNK_ELEMENTS // per_row)
+    parts: list[list[torch.Tensor]] = []
+    for start in range(0, rows, step):
+        parts.append(list(spec.reference(spec.batch_subset(inputs, slice(start, start + step)))))
+    return [torch.cat([p[i] for p in parts]) for i in range(len(parts[0]))]
+
+
+def _expected_dtypes(spec: OpSpec, inputs: Inputs) -> list[torch.dtype]:
+    first = next(v for k, v in inputs.items() if k in spec.batch_inputs)
+    return [getattr(spec, "output_dtype", lambda name, inp: first.dtype)(name, inputs) for name in spec.outputs]
+
+
+def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
+    """Call the implementation; in-place implementations get private copies of what they write."""
+    call_inputs = _clone_inputs(inputs) if impl.mutates else inputs
+    outs = spec.call(impl.fn, call_inputs)
+    device = next(v for v in inputs.values() if isinstance(v, torch.Tensor)).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the device, not a stream: work left on other streams counts
+    return outs
+
+
+def _check_values(spec, inputs, outs, result: CheckResult, tag: str) -> None:
+    refs = _reference_chunked(spec, inputs, spec.rows(tuple(next(
+        v for k, v in inputs.items() if k in spec.batch_inputs).shape)))
+    dtypes = _expected_dtypes(spec, inputs)
+    if len(outs) != len(spec.outputs):
+        result.reasons.append(f"{tag}: returned {len(outs)} outputs, expected {len(spec.outputs)}")
+        return
+    for name, out, ref, dt in zip(spec.outputs, outs, refs, dtypes):
+        if not isinstance(out, torch.Tensor):
+            result.reasons.append(f"{tag}: output {name} is {type(out).__name__}, not a tensor")
+            continue
+        e = compare(name, out, ref, dt, spec.tolerance(dt, name))
+        if tag == "run":
+            result.outputs.append(e)
+        if not e.shape_ok:
+            result.reasons.append(f"{tag}: {name} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+        elif not e.dtype_ok:
+            result.reasons.append(f"{tag}: {name} has dtype {out.dtype}, expected {dt}")
+        elif e.nan_mismatch:
+            result.reasons.append(f"{tag}: {name} has {e.nan_mismatch} elements whose NaN/inf differ from the ref")
+        elif e.worst_ratio > 1.0:
+            result.reasons.append(
+                f"{tag}: {name} max error {e.max_abs_err:.3g} exceeds atol {e.atol:g} + rtol {e.rtol:g}*|ref|"
+            )
+
+
+def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str, seed: int = 0) -> CheckResult:
+    """Every check above for one implementation on one case."""
+    import time
+
+    device = torch.device(device)
+    result = CheckResult(spec.name, impl.name, list(case.shape), dtype_name(case.dtype), case.variant, False)
+    if not impl.available:
+        result.reasons.append(f"unavailable: {impl.reason}")
+        return result
+    t0 = time.perf_counter()
+    try:
+        _check_case(spec, impl, case, device, seed, result)
+    except torch.cuda.OutOfMemoryError as e:
+        result.reasons.append(f"out of memory: {str(e).splitlines()[0]}")
+    except Exception as e:  # a wrong implementation is a result, not a crash of the harness
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        result.reasons.append(f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                              f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+    result.passed = not result.reasons
+    result.seconds = time.perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result: CheckResult) -> None:
+    inputs = spec.make_inputs(case, device, seed)
+    pristine = _clone_inputs(inputs)
+    out_bytes = sum(v.numel() * v.element_size() for k, v in inputs.items() if k in spec.batch_inputs)
+    _poison_allocator(device, out_bytes)
+    outs = _run(spec, impl, inputs)
+    _check_values(spec, inputs, outs, result, "run")
+
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor) and name not in impl.mutates:
+            if not bitwise_equal(value, pristine[name]):
+                result.reasons.append(f"input {name} was modified")
+
+    rows = spec.rows(case.shape)
+    if rows == 0:
+        return
+    _poison_allocator(device, out_bytes)
+    again = _run(spec, impl, pristine if impl.mutates else inputs)
+    if any(not bitwise_equal(a, b) for a, b in zip(outs, again)):
+        result.reasons.append("not deterministic: two calls on the same inputs differ bitwise")
+
+    if rows > 1:
+        for sl in (slice(0, 1), slice(rows // 2, min(rows, rows // 2 + 3)), slice(rows - 1, rows)):
+            sub = _run(spec, impl, spec.batch_subset(pristine, sl))
+            if any(not bitwise_equal(s, o[sl]) for s, o in zip(sub, outs)):
+                result.reasons.append(f"not batch invariant: rows {sl.start}:{sl.stop} alone differ bitwise")
+                break
+
+    # Fresh data: an implementation that caches results or only works on the first inputs fails here.
+    fresh = spec.make_inputs(case, device, seed + 7919)
+    _poison_allocator(device, out_bytes)
+    _check_values(spec, fresh, _run(spec, impl, fresh), result, "fresh inputs")
+
+
+def check(
+    op: str,
+    impls: Iterable[str] | None = None,
+    dtypes: Iterable[torch.dtype] | None = None,
+    device: torch.device | str | None = None,
+    cases: Iterable[Case] | None = None,
+    seed: int = 0,
+    on_result=None,
+) -> list[CheckResult]:
+    """Check implementations of `op` on its edge cases (or the given cases); returns one result per pair."""
+    from ridgeline import registry
+
+    spec = registry.get_spec(op)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    impl_list = [registry.resolve(op, n) for n in impls] if impls else [
+        i for i in registry.implementations(op) if i.source == "ours"
+    ]
+    dtype_list = list(dtypes) if dtypes else list(spec.dtypes)
+    results = []
+    for dtype in dtype_list:
+        case_list = list(cases) if cases is not None else spec.edge_cases(dtype, device)
+        for case in case_list:
+            if case.dtype != dtype:
+                continue
+            for impl in impl_list:
+                r = check_case(spec, impl, case, device, seed)
+                results.append(r)
+                if on_result is not None:
+                    on_result(r)
+    return results

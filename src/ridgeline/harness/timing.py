@@ -1,0 +1,166 @@
+"""One honest way to time a callable, per regime.
+
+Regimes (every implementation at a shape is timed in the same one, and the record says which):
+- cold-eager: one eager call at a time, L2 flushed before each (triton.testing.do_bench), device events;
+- graph-cold: CUDA-graph replay over rotating input sets whose total exceeds the L2 (launch gaps hidden,
+  data cold): how serving engines run small kernels;
+- graph-hot:  CUDA-graph replay on one input set (hot L2: the previous layer just wrote it);
+- host:       host time of one eager call from Python (what an engine running without graphs pays per call);
+- cpu:        wall time of a call on the CPU (interpreter or torch CPU): says nothing about GPU speed.
+Sampling is adaptive: rounds of samples until the median moves by less than 1% between rounds, or the
+budget ends. Raw samples are kept.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+REGIMES = ("cold-eager", "graph-cold", "graph-hot", "host", "cpu")
+STABLE_REL = 0.01
+
+
+@dataclass
+class Timing:
+    regime: str
+    samples_us: list[float]
+    median_us: float
+    iqr_us: float
+    n: int
+    stable: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regime": self.regime, "samples_us": [round(s, 5) for s in self.samples_us],
+                "median_us": self.median_us, "iqr_us": self.iqr_us, "n": self.n, "stable": self.stable, **self.extra}
+
+
+def median_iqr(samples: Sequence[float]) -> tuple[float, float]:
+    if not samples:
+        return float("nan"), float("nan")
+    if len(samples) < 4:
+        return statistics.median(samples), 0.0
+    q = statistics.quantiles(samples, n=4, method="inclusive")
+    return q[1], q[2] - q[0]
+
+
+def _adaptive(regime: str, round_fn: Callable[[], list[float]], budget_s: float, min_samples: int) -> Timing:
+    """Collect rounds of samples until the median is stable to STABLE_REL or the budget is spent."""
+    samples: list[float] = []
+    prev = None
+    stable = False
+    t_end = time.perf_counter() + budget_s
+    while True:
+        samples += round_fn()
+        med, _ = median_iqr(samples)
+        if prev is not None and len(samples) >= min_samples and abs(med - prev) <= STABLE_REL * prev:
+            stable = True
+            break
+        prev = med
+        if time.perf_counter() > t_end:
+            break
+    med, iqr = median_iqr(samples)
+    return Timing(regime, samples, med, iqr, len(samples), stable)
+
+
+def time_cold_eager(fn: Callable[[], Any], budget_s: float = 2.0) -> Timing:
+    """L2 flushed before every call (do_bench zeroes a 256 MB buffer), device events around each call."""
+    import triton.testing
+
+    fn()
+    torch.cuda.synchronize()
+
+    def one_round() -> list[float]:
+        ms = triton.testing.do_bench(fn, warmup=5, rep=40, return_mode="all")
+        return [m * 1e3 for m in ms]
+
+    return _adaptive("cold-eager", one_round, budget_s, min_samples=50)
+
+
+def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=stream):
+        for _ in range(repeats):
+            for f in fns:
+                f()
+    return g
+
+
+def time_graph(
+    fns: Sequence[Callable[[], Any]], budget_s: float = 2.0, *, regime: str = "graph-cold",
+    target_replay_ms: float = 1.0, max_calls: int = 20000,
+) -> Timing:
+    """Capture calls over each input set (repeated) into one graph; a sample is one replay / calls in it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for f in fns:  # warm-up outside capture: compilation, autotuning, allocator pools
+            f()
+    torch.cuda.synchronize()
+    probe_graph = _capture(fns, 1, stream)
+    probe_graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    probe_graph.replay()
+    end.record()
+    end.synchronize()
+    per_pass_ms = max(start.elapsed_time(end), 1e-3)
+    del probe_graph
+    repeats = max(1, min(int(target_replay_ms / per_pass_ms), max_calls // max(1, len(fns))))
+    graph = _capture(fns, repeats, stream)
+    calls = repeats * len(fns)
+    graph.replay()
+    torch.cuda.synchronize()
+
+    def one_round() -> list[float]:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(10)]
+        for s, e in events:
+            s.record()
+            graph.replay()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 / calls for s, e in events]
+
+    t = _adaptive(regime, one_round, budget_s, min_samples=30)
+    t.extra.update(calls_per_replay=calls, input_sets=len(fns))
+    return t
+
+
+def time_host(fn: Callable[[], Any], budget_s: float = 1.0, calls_per_round: int = 100) -> Timing:
+    """Host time per eager call: enqueue a burst without synchronizing (the GPU queue never fills)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+
+    def one_round() -> list[float]:
+        out = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls_per_round):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            out.append((t1 - t0) * 1e6 / calls_per_round)
+        return out
+
+    return _adaptive("host", one_round, budget_s, min_samples=20)
+
+
+def time_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> Timing:
+    fn()
+
+    def one_round() -> list[float]:
+        out = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+    return _adaptive("cpu", one_round, budget_s, min_samples=5)

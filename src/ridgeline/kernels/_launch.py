@@ -1,0 +1,86 @@
+"""What every kernel wrapper needs before a launch: where it may run, and argument checks that name the argument."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def interpreter_enabled() -> bool:
+    """True when Triton runs kernels on the CPU (TRITON_INTERPRET=1, read when kernels are decorated)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _dtype_names(dtypes: tuple[torch.dtype, ...]) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def require_tensor(name: str, t: object) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    return t
+
+
+def require_dtype(name: str, t: torch.Tensor, allowed: tuple[torch.dtype, ...] = FLOAT_DTYPES) -> None:
+    if t.dtype not in allowed:
+        raise TypeError(f"{name}: expected dtype {_dtype_names(allowed)}; got {str(t.dtype).replace('torch.', '')}")
+
+
+def require_same_device(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
+    if t.device != ref.device:
+        raise ValueError(f"{name} is on {t.device} but {ref_name} is on {ref.device}: put them on one device")
+
+
+def require_runnable_device(name: str, t: torch.Tensor) -> None:
+    """Kernels run on CUDA, or anywhere under Triton's CPU interpreter."""
+    if t.device.type == "cuda" or interpreter_enabled():
+        return
+    raise ValueError(
+        f"{name} is on {t.device}: ridgeline's Triton kernels need a CUDA tensor, or Triton's CPU interpreter "
+        "(set TRITON_INTERPRET=1 before importing ridgeline)"
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def multiprocessor_count(device: torch.device) -> int:
+    """SMs of the tensor's GPU; a small fixed number under the CPU interpreter (keeps CPU tests fast)."""
+    if device.type != "cuda" or interpreter_enabled():
+        return 4
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def stride_alignment(stride: int, limit: int = 16) -> int:
+    """Largest power of two (<= limit) dividing `stride`.
+
+    Triton only knows an integer argument is divisible by 16 (or nothing). Passing stride // A and multiplying
+    by a constexpr A tells it rows start at multiples of A elements, so an unaligned hidden size such as 4100
+    still gets 8-byte vector accesses instead of 2-byte ones.
+    """
+    if stride == 0:
+        return limit
+    a = 1
+    while a < limit and stride % (a * 2) == 0:
+        a *= 2
+    return a
+
+
+def rows_view(name: str, t: torch.Tensor) -> torch.Tensor:
+    """View `t` as (rows, hidden) without copying: leading dims merged, rows may be strided, last dim contiguous."""
+    n = t.shape[-1]
+    if t.stride(-1) != 1 and n > 1:
+        raise ValueError(f"{name}: the last dim must be contiguous (stride 1), got stride {t.stride(-1)}")
+    try:
+        return t.view(-1, n)
+    except RuntimeError:
+        raise ValueError(
+            f"{name}: leading dims of shape {tuple(t.shape)} and strides {tuple(t.stride())} cannot be viewed as "
+            "one row dimension without a copy"
+        ) from None

@@ -1,0 +1,272 @@
+"""RMSNorm and fused residual-add + RMSNorm in Triton.
+
+One kernel serves both ops (HAS_RESIDUAL is a constexpr), so the fused op runs the very same per-row arithmetic
+as the plain one on residual_out: the two agree bitwise by construction. The launch configuration (block width,
+warps, one pass or two) depends on the hidden size and dtypes only, never on the number of rows, and each row is
+reduced by one program in a fixed order: outputs are batch invariant and deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from ridgeline.kernels._launch import (
+    FLOAT_DTYPES,
+    multiprocessor_count,
+    require_dtype,
+    require_runnable_device,
+    require_same_device,
+    require_tensor,
+    rows_view,
+    stride_alignment,
+)
+
+# Widest row held whole in registers; wider rows loop over chunks of this many columns, twice.
+MAX_SINGLE_PASS_BLOCK = 16384
+CHUNK_BLOCK = 4096
+
+
+@triton.jit
+def _rms_norm_kernel(
+    X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
+    M, N, eps, weight_offset,
+    X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    # Row offsets in int64: M * stride can pass 2^31 elements.
+    for row in range(pid, M, nprog):
+        row64 = tl.cast(row, tl.int64)
+        x_row = X + row64 * (x_stride_q * X_ALIGN)
+        y_row = Y + row64 * (y_stride_q * Y_ALIGN)
+        if HAS_RESIDUAL:
+            r_row = R + row64 * (r_stride_q * R_ALIGN)
+            ro_row = RO + row64 * (ro_stride_q * RO_ALIGN)
+        if SINGLE_PASS:
+            mask = cols < N
+            # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            if HAS_RESIDUAL:
+                r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+                xr = (x + r).to(RO.dtype.element_ty)
+                tl.store(ro_row + cols, xr, mask=mask)
+                x = xr.to(tl.float32)
+            rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+            y = x * rstd
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                y = y * (w + weight_offset)
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
+        else:
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, N, BLOCK_N):
+                c = start + cols
+                mask = c < N
+                x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+                if HAS_RESIDUAL:
+                    r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
+                    xr = (x + r).to(RO.dtype.element_ty)
+                    tl.store(ro_row + c, xr, mask=mask)
+                    x = xr.to(tl.float32)
+                acc += x * x
+            rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+            # Second pass re-reads the row (from L2 for all but the widest rows) and writes y.
+            src_row = x_row
+            if HAS_RESIDUAL:
+                src_row = ro_row
+            for start in range(0, N, BLOCK_N):
+                c = start + cols
+                mask = c < N
+                x = tl.load(src_row + c, mask=mask, other=0.0).to(tl.float32)
+                y = x * rstd
+                if HAS_WEIGHT:
+                    w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+                    y = y * (w + weight_offset)
+                tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How a row of hidden size N is processed; a function of N and dtypes only (batch invariance)."""
+
+    block_n: int
+    single_pass: bool
+    num_warps: int
+
+    def describe(self) -> str:
+        mode = "1-pass" if self.single_pass else "2-pass"
+        return f"{mode} BLOCK_N={self.block_n} warps={self.num_warps}"
+
+
+def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
+    """Pick block width and warps from the hidden size (and element size)."""
+    block = triton.next_power_of_2(n)
+    single = block <= MAX_SINGLE_PASS_BLOCK
+    if not single:
+        block = CHUNK_BLOCK
+    # Aim at 8-16 elements per thread: one or two 16-byte vectors of 16-bit data.
+    per_thread = 16 if dtype.itemsize <= 2 else 8
+    warps = max(1, min(16, block // (32 * per_thread)))
+    return LaunchConfig(block_n=block, single_pass=single, num_warps=warps)
+
+
+def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
+    # Persistent grid-stride: at most as many programs as fit on the GPU at once (64 warps per SM on Hopper).
+    resident = multiprocessor_count(device) * max(1, 64 // cfg.num_warps)
+    return max(1, min(m, resident))
+
+
+def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset: float) -> torch.Tensor | None:
+    if weight is None:
+        if weight_offset != 0.0:
+            raise ValueError("weight_offset: only meaningful with a weight (got weight=None)")
+        return None
+    require_tensor("weight", weight)
+    require_dtype("weight", weight)
+    require_same_device("weight", weight, "x", x)
+    if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
+        raise ValueError(
+            f"weight: expected shape ({x.shape[-1]},) to match x's last dim, got {tuple(weight.shape)}"
+        )
+    return weight.contiguous()
+
+
+def _validate_x(name: str, x: object) -> torch.Tensor:
+    x = require_tensor(name, x)
+    require_dtype(name, x)
+    if x.dim() == 0:
+        raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
+    if x.shape[-1] == 0:
+        raise ValueError(f"{name}: hidden size (last dim) is 0")
+    require_runnable_device(name, x)
+    return x
+
+
+def _input_rows(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Rows of an input; copied only when the layout cannot be read in place (documented in the public API)."""
+    try:
+        return rows_view(name, x)
+    except ValueError:
+        return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+def _launch(
+    x2: torch.Tensor,
+    r2: torch.Tensor | None,
+    ro2: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    y2: torch.Tensor,
+    eps: float,
+    weight_offset: float,
+) -> None:
+    m, n = x2.shape
+    if m == 0:
+        return
+    cfg = launch_config(n, x2.dtype)
+    has_res = r2 is not None
+    r_arg = r2 if has_res else x2
+    ro_arg = ro2 if has_res else y2
+    w_arg = weight if weight is not None else x2
+    strides = [t.stride(0) for t in (x2, r_arg, ro_arg, y2)]
+    aligns = [stride_alignment(s) for s in strides]
+    _rms_norm_kernel[(_grid(m, cfg, x2.device),)](
+        x2, strides[0] // aligns[0], r_arg, strides[1] // aligns[1], ro_arg, strides[2] // aligns[2],
+        w_arg, y2, strides[3] // aligns[3],
+        m, n, float(eps), float(weight_offset),
+        X_ALIGN=aligns[0], R_ALIGN=aligns[1], RO_ALIGN=aligns[2], Y_ALIGN=aligns[3],
+        HAS_RESIDUAL=has_res, HAS_WEIGHT=weight is not None,
+        BLOCK_N=cfg.block_n, SINGLE_PASS=cfg.single_pass, num_warps=cfg.num_warps,
+    )
+
+
+def _check_eps(eps: float) -> float:
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError(f"eps: expected a float, got {type(eps).__name__}")
+    if not eps >= 0.0:
+        raise ValueError(f"eps: expected a non-negative float, got {eps}")
+    return float(eps)
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    weight_offset: float = 0.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """RMSNorm over the last dim: ``y = x / sqrt(mean(x**2) + eps) * (weight_offset + weight)``.
+
+    Computed in float32 and rounded once to x's dtype. ``x`` may be float32, float16 or bfloat16 with any number
+    of leading dims; ``weight`` (shape ``(hidden,)``) may be any of those dtypes, independently of x. Rows may be
+    strided (``x[..., :H]`` of a wider buffer): they are read in place. An input whose last dim is not
+    contiguous, or whose leading dims cannot be merged into one row stride, is copied first. ``weight=None``
+    means no scale. ``out`` (same shape and dtype as x, rows may be strided) receives the result.
+    The result of a row does not depend on how many rows are in the call, and repeated calls agree bitwise.
+    """
+    x = _validate_x("x", x)
+    eps = _check_eps(eps)
+    weight = _validate_weight(weight, x, weight_offset)
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    else:
+        _validate_out("out", out, x)
+    _launch(_input_rows("x", x), None, None, weight, rows_view("out", out), eps, weight_offset)
+    return out
+
+
+def _validate_out(name: str, t: object, x: torch.Tensor) -> None:
+    t = require_tensor(name, t)
+    if t.shape != x.shape:
+        raise ValueError(f"{name}: expected shape {tuple(x.shape)} (same as x), got {tuple(t.shape)}")
+    if t.dtype != x.dtype:
+        raise TypeError(f"{name}: expected dtype {x.dtype} (same as x), got {t.dtype}")
+    require_same_device(name, t, "x", x)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    weight_offset: float = 0.0,
+    inplace: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual add then RMSNorm, one pass over memory: returns ``(out, residual_out)``.
+
+    ``residual_out = x + residual`` rounded to x's dtype, and ``out`` equals, bitwise, ``rms_norm(residual_out,
+    weight, eps, weight_offset=...)``. ``residual`` must have x's shape and dtype. With ``inplace=True`` out is
+    written into ``x`` and residual_out into ``residual`` (the vLLM / FlashInfer convention) and those two
+    tensors are returned; their last dims must then be contiguous and their rows viewable in place.
+    """
+    x = _validate_x("x", x)
+    residual = require_tensor("residual", residual)
+    if residual.shape != x.shape:
+        raise ValueError(f"residual: expected shape {tuple(x.shape)} (same as x), got {tuple(residual.shape)}")
+    if residual.dtype != x.dtype:
+        raise TypeError(f"residual: expected dtype {x.dtype} (same as x), got {residual.dtype}")
+    require_same_device("residual", residual, "x", x)
+    eps = _check_eps(eps)
+    weight = _validate_weight(weight, x, weight_offset)
+    if inplace:
+        x2, r2 = rows_view("x", x), rows_view("residual", residual)
+        _launch(x2, r2, r2, weight, x2, eps, weight_offset)
+        return x, residual
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    residual_out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch(
+        _input_rows("x", x), _input_rows("residual", residual), rows_view("residual_out", residual_out),
+        weight, rows_view("out", out), eps, weight_offset,
+    )
+    return out, residual_out
+
+
+__all__ = ["rms_norm", "fused_add_rms_norm", "launch_config", "LaunchConfig", "FLOAT_DTYPES"]

@@ -1,0 +1,125 @@
+"""vLLM peers (pip `vllm`): the CUDA RMSNorm kernels behind vllm._custom_ops.
+
+    rms_norm(out, input, weight, epsilon) -> None              writes `out`
+    fused_add_rms_norm(input, residual, weight, epsilon) -> None
+                                                               residual <- input + residual, input <- normed
+
+The fused one works in place, so it is registered with mutates=("x", "residual") and returns those two
+tensors as (out, residual_out). Nothing from vLLM is imported until an implementation is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from ridgeline.registry import Unavailable, register_impl
+
+PIP = "vllm"
+OPS_MODULE = "vllm._custom_ops"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version(PIP)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
+def _broken(module: str, e: BaseException) -> str:
+    detail = (str(e).splitlines() or [""])[0][:200]
+    hint = "" if torch.cuda.is_available() else " (this machine has no CUDA, which it may need)"
+    return f"{PIP} is installed but `import {module}` failed: {type(e).__name__}: {detail}{hint}"
+
+
+def _import(module: str) -> ModuleType:
+    """Import `module`, turning every failure into Unavailable with the reason."""
+    top = module.partition(".")[0]
+    for name in (top, module):
+        try:
+            loaded = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == top:
+                raise Unavailable(f"{PIP} not installed") from None
+            if e.name and (name == e.name or name.startswith(e.name + ".")):
+                raise Unavailable(f"{PIP} {_version()} has no module {e.name}") from None
+            raise Unavailable(_broken(name, e)) from None
+        except Exception as e:  # a build for another platform fails in its own ways (OSError, RuntimeError)
+            raise Unavailable(_broken(name, e)) from None
+    return loaded
+
+
+def _function(module: ModuleType, name: str, n_positional: int, keywords: tuple[str, ...] = ()) -> Any:
+    """`module.name`, checked (where Python can tell) to take n_positional arguments and `keywords`."""
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise Unavailable(f"{PIP} {_version()}: {module.__name__} has no {name}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a registered custom op may hide it: the call itself will tell
+        return fn
+    params = list(sig.parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return fn
+    n_pos = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    missing = [k for k in keywords if k not in sig.parameters]
+    if n_pos < n_positional or missing:
+        wanted = f"{n_positional} positional arguments" + "".join(f", {k}=" for k in keywords)
+        raise Unavailable(f"{PIP} {_version()}: {module.__name__}.{name}{sig} does not take {wanted}")
+    return fn
+
+
+def _missing_compiled_ops(names: tuple[str, ...]) -> list[str]:
+    """Names not registered under torch.ops._C.
+
+    vllm._custom_ops still imports when vLLM's compiled extension failed to load (it only logs a warning), and
+    its wrappers then fail on first call; looking the ops up now lets us say why instead.
+    """
+    return [n for n in names if not hasattr(torch.ops._C, n)]
+
+
+def _ops(name: str, n_positional: int) -> Callable[..., Any]:
+    fn = _function(_import(OPS_MODULE), name, n_positional)
+    missing = _missing_compiled_ops((name,))
+    if missing:
+        hint = "" if torch.cuda.is_available() else "; no CUDA on this machine, which vLLM's CUDA build needs"
+        raise Unavailable(f"{PIP} {_version()} is installed but its compiled ops are not loaded "
+                          f"(torch.ops._C.{missing[0]} missing){hint}")
+    return fn
+
+
+def _rms() -> Callable[..., Any]:
+    rms_norm = _ops("rms_norm", 4)
+
+    def rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        # The kernel writes rows densely and checks that `out` is contiguous, whatever x's row stride.
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        rms_norm(out, x, weight, eps)
+        return out
+
+    return rms
+
+
+def _fused() -> Callable[..., Any]:
+    fused_add_rms_norm = _ops("fused_add_rms_norm", 4)
+
+    def fused(
+        x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        fused_add_rms_norm(x, residual, weight, eps)
+        return x, residual
+
+    return fused
+
+
+register_impl("rmsnorm", "vllm", "peer", _rms,
+              description="vLLM CUDA RMSNorm (vllm._custom_ops.rms_norm into a fresh contiguous out)")
+register_impl("fused_add_rmsnorm", "vllm", "peer", _fused, mutates=("x", "residual"),
+              description="vLLM CUDA fused add + RMSNorm (vllm._custom_ops.fused_add_rms_norm), in place: "
+                          "residual <- x + residual, x <- out")

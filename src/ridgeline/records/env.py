@@ -1,0 +1,96 @@
+"""The environment a number was measured in: enough to reproduce it, or to know why it differs."""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state() -> dict[str, Any]:
+    """sha and dirty flag of the ridgeline checkout the code runs from (None when installed from a wheel)."""
+    here = Path(__file__).resolve().parent
+    sha = _git(["rev-parse", "HEAD"], here)
+    if sha is None:
+        return {"git_sha": None, "git_dirty": None}
+    status = _git(["status", "--porcelain", "--untracked-files=no"], here)
+    return {"git_sha": sha, "git_dirty": bool(status)}
+
+
+def nvml_state(index: int = 0) -> dict[str, Any]:
+    """Clocks, power and throttle reasons from NVML; empty when NVML is unavailable."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        state = {
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "throttle_reasons": int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+        }
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        state["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        return state
+    except Exception:  # NVML missing in a container, or a field this GPU does not report
+        return {}
+
+
+# Throttle reasons that mean the clock was held down by something other than idleness or app settings.
+THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80 | 0x100  # hw slowdown, sw thermal, hw thermal, power brake, ...
+
+
+def capture_env(argv: list[str] | None = None) -> dict[str, Any]:
+    import triton
+
+    import ridgeline
+
+    env: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "ridgeline": ridgeline.__version__,
+        "command": shlex.join(argv if argv is not None else sys.argv),
+        **git_state(),
+    }
+    from ridgeline.kernels._launch import interpreter_enabled
+
+    env["triton_interpret"] = interpreter_enabled()
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(
+            device_type="cuda",
+            gpu=props.name,
+            gpu_count=torch.cuda.device_count(),
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            gpu_memory_bytes=props.total_memory,
+        )
+        nv = nvml_state(torch.cuda.current_device())
+        env["driver"] = nv.pop("driver", None)
+        env["clocks_at_start"] = nv
+    else:
+        env.update(device_type="cpu", gpu=None, cpu=platform.processor() or platform.machine())
+    return env

@@ -1,0 +1,144 @@
+"""The run record: one JSON document per run, written as results come so a killed run loses nothing.
+
+Top-level keys: schema, run_id, kind, created, finished, complete, command, env, device, settings,
+checks, measurements, failures, profiles. Each measurement holds at least op, impl, shape (list of ints), dtype,
+regime, samples_us (raw), median_us, gbps, tflops, pct_of_roof, pct_of_sol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "ridgeline.run/1"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def measurement_key(m: dict[str, Any]) -> tuple:
+    """Identity of a measurement within a run (what --resume skips and compare matches on, plus regime)."""
+    return (m["op"], m["impl"], tuple(m["shape"]), m["dtype"], m.get("variant", ""), m["regime"])
+
+
+def check_key(c: dict[str, Any]) -> tuple:
+    return (c["op"], c["impl"], tuple(c["shape"]), c["dtype"], c.get("variant", ""))
+
+
+@dataclass
+class RunRecord:
+    kind: str
+    command: str
+    env: dict[str, Any]
+    device: dict[str, Any]
+    settings: dict[str, Any]
+    run_id: str = field(default_factory=new_run_id)
+    created: str = field(default_factory=now_iso)
+    finished: str | None = None
+    complete: bool = False
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    profiles: list[dict[str, Any]] = field(default_factory=list)
+    path: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "created": self.created,
+            "finished": self.finished,
+            "complete": self.complete,
+            "command": self.command,
+            "env": self.env,
+            "device": self.device,
+            "settings": self.settings,
+            "checks": self.checks,
+            "measurements": self.measurements,
+            "failures": self.failures,
+            "profiles": self.profiles,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], path: Path | None = None) -> RunRecord:
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"run record: expected schema {SCHEMA!r}, got {d.get('schema')!r}")
+        return cls(
+            kind=d["kind"], command=d["command"], env=d["env"], device=d["device"], settings=d["settings"],
+            run_id=d["run_id"], created=d["created"], finished=d.get("finished"), complete=d.get("complete", False),
+            checks=d.get("checks", []), measurements=d.get("measurements", []), failures=d.get("failures", []),
+            profiles=d.get("profiles", []), path=path,
+        )
+
+    # --- incremental writing -------------------------------------------------------------------------------
+    def save(self, path: Path | str | None = None) -> Path:
+        """Write atomically (temp file + rename): a reader or a kill never sees half a document."""
+        if path is not None:
+            self.path = Path(path)
+        if self.path is None:
+            raise ValueError("run record: no path to save to")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".run-", suffix=".json", dir=self.path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f, indent=1, allow_nan=True)
+            f.write("\n")
+        os.replace(tmp, self.path)
+        return self.path
+
+    def add_check(self, check: dict[str, Any]) -> None:
+        self.checks = [c for c in self.checks if check_key(c) != check_key(check)] + [check]
+        self._autosave()
+
+    def add_measurement(self, m: dict[str, Any]) -> None:
+        self.measurements = [x for x in self.measurements if measurement_key(x) != measurement_key(m)] + [m]
+        self._autosave()
+
+    def add_failure(self, failure: dict[str, Any]) -> None:
+        self.failures.append(failure)
+        self._autosave()
+
+    def finish(self) -> None:
+        self.complete = True
+        self.finished = now_iso()
+        self._autosave()
+
+    def _autosave(self) -> None:
+        if self.path is not None:
+            self.save()
+
+    # --- lookups -------------------------------------------------------------------------------------------
+    def has_measurement(self, key: tuple) -> bool:
+        return any(measurement_key(m) == key for m in self.measurements)
+
+    def find_check(self, key: tuple) -> dict[str, Any] | None:
+        return next((c for c in self.checks if check_key(c) == key), None)
+
+    def has_failure(self, key: tuple, stage: str) -> bool:
+        return any(
+            f.get("stage") == stage and (f["op"], f["impl"], tuple(f["shape"]), f["dtype"], f.get("variant", ""),
+                                         f.get("regime", "")) == key
+            for f in self.failures
+        )
+
+
+def load_record(path: Path | str) -> RunRecord:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"run record: no such file {p}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"run record: {p} is not valid JSON ({e})") from None
+    return RunRecord.from_dict(data, path=p)
