@@ -1,6 +1,7 @@
 """ridgeline: a kernel engineer's workbench for NVIDIA GPUs, and a library of Triton kernels.
 
-Public kernels: rms_norm, fused_add_rms_norm. Tools: check, bench, probe (also as the `ridgeline` command).
+Kernels: rms_norm, fused_add_rms_norm. Tools: check, bench (also as the `ridgeline` command).
+Kernel modules are imported on first use, so the CLI can choose Triton's CPU interpreter before they load.
 """
 
 from __future__ import annotations
@@ -9,7 +10,15 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from ridgeline.kernels.rmsnorm import fused_add_rms_norm, rms_norm  # noqa: E402
+_KERNELS = {"rms_norm": "ridgeline.kernels.rmsnorm", "fused_add_rms_norm": "ridgeline.kernels.rmsnorm"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KERNELS:
+        import importlib
+
+        return getattr(importlib.import_module(_KERNELS[name]), name)
+    raise AttributeError(f"module 'ridgeline' has no attribute {name!r}")
 
 
 def check(*args: Any, **kwargs: Any):
@@ -19,4 +28,11 @@ def check(*args: Any, **kwargs: Any):
     return _check(*args, **kwargs)
 
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "check", "__version__"]
+def bench(*args: Any, **kwargs: Any):
+    """Check, then time implementations of an op (see ridgeline.harness.bench.bench); returns the run record."""
+    from ridgeline.harness.bench import bench as _bench
+
+    return _bench(*args, **kwargs)
+
+
+__all__ = ["rms_norm", "fused_add_rms_norm", "check", "bench", "__version__"]

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
+import torch
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ridgeline import render
+# Without a GPU the kernels run under Triton's CPU interpreter; it must be chosen before any kernel is decorated.
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from ridgeline import render  # noqa: E402
 
 app = typer.Typer(
     help="ridgeline: probe the GPU's ceilings, check and bench kernels on the measured roofline, report.",
@@ -19,6 +25,10 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+
+
+if not sys.stdout.isatty():  # logs and pipes get full-width tables
+    console = Console(width=160)
 
 
 def _fail(message: str) -> None:
@@ -67,7 +77,6 @@ def check(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the results as JSON")] = None,
 ) -> None:
     """Prove implementations right: fp64 reference, edge cases, NaN/inf, determinism, batch invariance."""
-    import torch
 
     from ridgeline import registry
     from ridgeline.harness.correctness import check as run_check
@@ -123,7 +132,6 @@ def bench(
     refresh_probe: Annotated[bool, typer.Option(help="re-measure the device ceilings first")] = False,
 ) -> None:
     """Check, then time every implementation one honest way, on the measured roofline."""
-    import torch
 
     from ridgeline.harness.bench import BenchPlan, count_tasks, make_plan
     from ridgeline.harness.bench import bench as run_bench_api
@@ -168,7 +176,6 @@ def probe(
     quick: Annotated[bool, typer.Option(help="smaller problems (faster, slightly lower ceilings)")] = False,
 ) -> None:
     """Measure this GPU's ceilings: bandwidth, FLOP/s per dtype, launch floors, ridge points."""
-    import torch
 
     from ridgeline.harness.probe import device_profile
 

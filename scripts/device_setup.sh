@@ -1,0 +1,8 @@
+# Source on the GPU machine: carried wheels (peers) and ridgeline itself, offline.
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/pip-ridgeline.log 2>&1 || cat /tmp/pip-ridgeline.log
+export RIDGELINE_CACHE_DIR=$PWD/.device-cache RIDGELINE_DATA_DIR=$PWD/.device-data

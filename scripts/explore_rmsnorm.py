@@ -1,0 +1,112 @@
+"""Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
+
+Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|cold-eager]
+Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
+come; the last lines printed are the best config per shape beside the current heuristic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import torch
+import triton
+
+from ridgeline.harness.timing import time_cold_eager, time_graph
+from ridgeline.kernels.rmsnorm import LaunchConfig, _launch, launch_config
+from ridgeline.specs.rmsnorm import DECODE, SWEEP
+
+L2_BYTES = 60 * 2**20
+
+
+def candidates(n: int) -> list[LaunchConfig]:
+    out = []
+    block = triton.next_power_of_2(n)
+    if block <= 32768:
+        for warps in (1, 2, 4, 8, 16, 32):
+            if block // (32 * warps) < 1 or block // (32 * warps) > 128:
+                continue
+            for per_sm in (0, 2, 4, 8, 16):
+                if per_sm * warps > 64:
+                    continue
+                out.append(LaunchConfig(block, True, warps, per_sm))
+    if n >= 4096:
+        for chunk in (1024, 2048, 4096, 8192):
+            for warps in (4, 8, 16):
+                if chunk // (32 * warps) >= 2:
+                    out.append(LaunchConfig(chunk, False, warps, 0))
+    return out
+
+
+def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int):
+    sets = []
+    for _ in range(count):
+        x = torch.randn(m, n, device="cuda", dtype=dtype)
+        r = torch.randn(m, n, device="cuda", dtype=dtype) if fused else None
+        sets.append((x, r, torch.empty_like(x), torch.empty_like(x) if fused else None))
+    return sets
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--fused", action="store_true")
+    ap.add_argument("--regime", default="graph-cold")
+    ap.add_argument("--budget", type=float, default=0.25)
+    ap.add_argument("--shapes", default="sweep")
+    args = ap.parse_args()
+    dtype = torch.bfloat16
+    shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE}[args.shapes]
+    results = []
+    for m, n in shapes:
+        bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n
+        count = 1 if args.regime != "graph-cold" or bytes_moved >= 4 * L2_BYTES else min(
+            2048, math.ceil(3 * L2_BYTES / bytes_moved))
+        sets = make_sets(m, n, dtype, args.fused, count)
+        w = torch.randn(n, device="cuda", dtype=dtype)
+        x0 = sets[0][0]
+        base = x0.double()
+        if args.fused:
+            base = (x0.double() + sets[0][1].double()).to(dtype).double()
+        ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        default = launch_config(n, dtype)
+        for cfg in candidates(n):
+            rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
+                   "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
+                   "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
+            try:
+                calls = [
+                    (lambda s=s, w=w, cfg=cfg: _launch(s[0], s[1], s[3], w, s[2], 1e-6, 0.0, cfg)) for s in sets
+                ]
+                calls[0]()
+                torch.cuda.synchronize()
+                err = (sets[0][2].double() - ref).abs().max().item()
+                if not err < 0.1:
+                    raise AssertionError(f"wrong result: max err {err}")
+                if args.regime == "cold-eager":
+                    t = time_cold_eager(calls[0], args.budget)
+                else:
+                    t = time_graph(calls, args.budget, regime=args.regime)
+                rec.update(median_us=t.median_us, iqr_us=t.iqr_us, n=t.n, gbps=bytes_moved / t.median_us / 1e3)
+            except Exception as e:  # record and go on
+                rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            results.append(rec)
+        del sets
+        torch.cuda.empty_cache()
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    print(f"{'shape':>12} {'default us':>10} {'best us':>9} {'best GB/s':>9}  best config")
+    for m, n in shapes:
+        rows = [r for r in results if r["shape"] == [m, n] and "median_us" in r]
+        if not rows:
+            continue
+        best = min(rows, key=lambda r: r["median_us"])
+        dflt = next((r for r in rows if r["default"]), None)
+        print(f"{m:>6}x{n:<6} {dflt['median_us'] if dflt else float('nan'):10.2f} {best['median_us']:9.2f} "
+              f"{best['gbps']:9.0f}  {best['config']}")
+
+
+if __name__ == "__main__":
+    main()

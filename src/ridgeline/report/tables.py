@@ -1,0 +1,332 @@
+"""The report's tables as data (text + sort key + style per cell), rendered by both markdown.py and html.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ridgeline.report.data import (
+    DASH,
+    REGIME_TEXT,
+    Group,
+    case_key,
+    check_status,
+    dig,
+    failed_checks,
+    fmt_any,
+    fmt_bytes,
+    fmt_int,
+    fmt_pct,
+    fmt_rate,
+    fmt_us,
+    fmt_x,
+    groups,
+    noise,
+    num,
+    shape_of,
+    shape_text,
+)
+
+
+@dataclass
+class Cell:
+    text: str
+    sort: float | str | None = None  # numeric cells sort by value; None sorts last
+    style: str = ""  # "best" | "bad" | "warn" | "good" | "struck" (a wrong implementation's number) | ""
+
+    @classmethod
+    def number(cls, value: Any, text: str, style: str = "") -> Cell:
+        return cls(text, num(value), style)
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    numeric: set[int] = field(default_factory=set)  # right-aligned columns
+    caption: str = ""
+
+
+def _t(text: Any) -> Cell:
+    return Cell(fmt_any(text), None if text is None else str(text))
+
+
+# --- environment -------------------------------------------------------------------------------------------
+def environment_table(record: dict[str, Any]) -> Table:
+    env, dev = record.get("env") or {}, record.get("device") or {}
+    rows: list[tuple[str, str]] = []
+
+    def add(label: str, value: Any, keep_empty: bool = True) -> None:
+        if value is None or value == "" or value == {}:
+            if keep_empty:
+                rows.append((label, DASH))
+            return
+        rows.append((label, value if isinstance(value, str) else fmt_any(value)))
+
+    gpu = env.get("gpu")
+    if env.get("gpu_count") and num(env.get("gpu_count")) and num(env.get("gpu_count")) > 1:
+        gpu = f"{gpu} (x{int(num(env['gpu_count']) or 0)})"
+    add("device", f"{gpu} ({env.get('device_type')})" if gpu else env.get("device_type"))
+    add("compute capability", env.get("compute_capability"))
+    add("SMs", fmt_int(env.get("sm_count")) if env.get("sm_count") else None)
+    add("GPU memory", fmt_bytes(env.get("gpu_memory_bytes")) if env.get("gpu_memory_bytes") else None)
+    add("driver", env.get("driver"))
+    add("CUDA", env.get("cuda"))
+    add("torch", env.get("torch"))
+    add("triton", env.get("triton"))
+    sha = env.get("git_sha")
+    rl = env.get("ridgeline")
+    if sha:
+        rl = f"{rl} @ {str(sha)[:12]}{' (dirty)' if env.get('git_dirty') else ''}"
+    add("ridgeline", rl)
+    add("python", env.get("python"))
+    add("platform", env.get("platform"))
+    add("host", env.get("hostname"))
+    if env.get("triton_interpret"):
+        add("TRITON_INTERPRET", env.get("triton_interpret"))
+    clocks = env.get("clocks_at_start")
+    if isinstance(clocks, dict) and clocks:
+        add("clocks at start", ", ".join(f"{k.removesuffix('_mhz')} {fmt_any(v)} MHz" if k.endswith("_mhz")
+                                         else f"{k} {fmt_any(v)}" for k, v in clocks.items() if v is not None))
+    if dev:
+        probed = "probed" if dev.get("measured") else "NOT probed (datasheet)"
+        add("device profile", f"{dev.get('name') or '?'}, {probed}")
+        bw = [f"{k.removesuffix('_gbps')} {fmt_rate(dev.get(k))} GB/s" for k in
+              ("copy_gbps", "read_gbps", "write_gbps", "l2_gbps") if num(dev.get(k))]
+        add("bandwidth ceilings", ", ".join(bw), keep_empty=False)
+        tf = dev.get("tflops") or {}
+        add("compute ceilings", ", ".join(f"{k} {fmt_rate(v)} TFLOP/s" for k, v in tf.items() if num(v)),
+            keep_empty=False)
+        floors = dev.get("floors_us") or {}
+        add("launch floors", ", ".join(f"{k} {fmt_us(v)} µs" for k, v in floors.items() if num(v)),
+            keep_empty=False)
+    add("run", f"{record.get('run_id', '?')} ({record.get('kind', '?')}), started {record.get('created', '?')}"
+        + ("" if record.get("complete") else ", INCOMPLETE (interrupted or still running)"))
+    return Table("Environment", ["", "value"], [[Cell(k), Cell(v)] for k, v in rows])
+
+
+# --- timing regimes ----------------------------------------------------------------------------------------
+def regime_table(record: dict[str, Any]) -> Table:
+    by: dict[str, list[dict[str, Any]]] = {}
+    for m in record.get("measurements") or []:
+        by.setdefault(m.get("regime", "?"), []).append(m)
+    rows = []
+    for regime in sorted(by):
+        ms = by[regime]
+        ns = [int(n) for n in (num(m.get("n")) or len(m.get("samples_us") or []) for m in ms) if n]
+        unstable = sum(1 for m in ms if m.get("stable") is False)
+        floor = dig(record, "device", "floors_us", regime) or dig(record, "device", "floors_us",
+                                                                  regime.split("-")[0])
+        rows.append([
+            Cell(regime, regime), Cell(REGIME_TEXT.get(regime, "")),
+            Cell.number(len(ms), str(len(ms))),
+            Cell(f"{min(ns)}–{max(ns)}" if ns and min(ns) != max(ns) else (str(ns[0]) if ns else DASH),
+                 min(ns) if ns else None),
+            Cell.number(sum(ns), fmt_int(sum(ns))),
+            Cell.number(unstable, str(unstable), "warn" if unstable else ""),
+            Cell.number(floor, fmt_us(floor)),
+        ])
+    budget = dig(record, "settings", "budget_s")
+    cap = f"Sampling stops when the median is stable or the budget ({fmt_any(budget)} s per case) ends." \
+        if budget else ""
+    return Table("Timing regimes", ["regime", "what it measures", "cases", "samples per case", "samples",
+                                    "not converged", "launch floor µs"], rows, {2, 3, 4, 5, 6}, cap)
+
+
+# --- measurements ------------------------------------------------------------------------------------------
+MEASUREMENT_HEADERS = ["shape", "impl", "µs", "GB/s", "TFLOP/s", "% of roof", "% of SOL", "speedup",
+                       "noise", "n", "launch", "check"]
+
+
+def measurement_table(record: dict[str, Any], group: Group) -> Table:
+    wrong = failed_checks(record)
+    status = check_status(record)
+    # The fastest correct implementation per shape gets bold.
+    best: dict[tuple[int, ...], float] = {}
+    for m in group.items:
+        med = num(m.get("median_us"))
+        if med is not None and case_key(m) not in wrong:
+            s = shape_of(m)
+            best[s] = min(best.get(s, med), med)
+    baselines = {m.get("baseline") for m in group.items if m.get("baseline")}
+    base_name = next(iter(baselines)) if len(baselines) == 1 else "baseline"
+    rows = []
+    for m in group.items:
+        key, med = case_key(m), num(m.get("median_us"))
+        is_wrong = key in wrong
+        is_best = med is not None and not is_wrong and med == best.get(shape_of(m))
+        nz = noise(m)
+        launch = m.get("launch") or {}
+        launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
+                                           str(launch.get("config") or "")) if x) or DASH
+        check = "WRONG" if is_wrong else ("ok" if status.get(key) else DASH)
+        n = num(m.get("n")) or len(m.get("samples_us") or []) or None
+        rows.append([
+            Cell(shape_text(shape_of(m)), _shape_sort(shape_of(m))),
+            Cell(str(m.get("impl", "?")) + (" (ours)" if m.get("source") == "ours" else ""), m.get("impl", "")),
+            Cell.number(med, fmt_us(med), "best" if is_best else ("struck" if is_wrong else "")),
+            Cell.number(m.get("gbps"), fmt_rate(m.get("gbps"))),
+            Cell.number(m.get("tflops"), fmt_rate(m.get("tflops"))),
+            Cell.number(m.get("pct_of_roof"), fmt_pct(m.get("pct_of_roof"))),
+            Cell.number(m.get("pct_of_sol"), fmt_pct(m.get("pct_of_sol"))),
+            Cell.number(m.get("speedup_vs_baseline"), fmt_x(m.get("speedup_vs_baseline"))),
+            Cell.number(nz, fmt_pct(nz), "warn" if (nz or 0) > 0.05 or m.get("stable") is False else ""),
+            Cell.number(n, fmt_int(n)),
+            Cell(launch_text, launch_text if launch_text != DASH else None),
+            Cell(check, check if check != DASH else None, "bad" if is_wrong else ""),
+        ])
+    headers = list(MEASUREMENT_HEADERS)
+    headers[7] = f"speedup vs {base_name}"
+    cap = ("µs: median device time. % of roof: achieved bandwidth (or FLOP/s) over the probed ceiling that binds. "
+           "% of SOL: speed-of-light time (launch floor + ideal bytes / copy bandwidth) over the median. "
+           "noise: IQR / median. Bold: fastest correct implementation at the shape; struck out: wrong results.")
+    return Table(group.title, headers, rows, {2, 3, 4, 5, 6, 7, 8, 9}, cap)
+
+
+def _shape_sort(shape: tuple[int, ...]) -> float:
+    # Sort by element count, then by the last dim (a float keeps JS sorting numeric).
+    n = 1
+    for d in shape:
+        n *= d
+    return float(n) + (shape[-1] / 1e6 if shape else 0.0)
+
+
+def measurement_tables(record: dict[str, Any]) -> list[tuple[Group, Table]]:
+    return [(g, measurement_table(record, g)) for g in groups(record)]
+
+
+# --- correctness -------------------------------------------------------------------------------------------
+def check_summary_table(record: dict[str, Any]) -> Table:
+    per: dict[str, list[int]] = {}
+    for c in record.get("checks") or []:
+        counts = per.setdefault(c.get("impl", "?"), [0, 0])
+        counts[0 if c.get("passed") else 1] += 1
+    rows = [[Cell(impl, impl), Cell.number(p, str(p)), Cell.number(f, str(f), "bad" if f else "good")]
+            for impl, (p, f) in sorted(per.items())]
+    return Table("Correctness", ["impl", "cases passed", "cases failed"], rows, {1, 2})
+
+
+def failed_check_table(record: dict[str, Any]) -> Table:
+    rows = []
+    for c in failed_checks(record).values():
+        worst = max((o for o in c.get("outputs") or [] if isinstance(o, dict)),
+                    key=lambda o: num(o.get("worst_ratio")) or 0.0, default=None)
+        worst_text = DASH
+        if worst:
+            worst_text = (f"{worst.get('name', '?')}: max |err| {fmt_any(num(worst.get('max_abs_err')))}, "
+                          f"{fmt_any(num(worst.get('worst_ratio')))}x tolerance")
+        rows.append([
+            Cell(str(c.get("impl", "?")), c.get("impl", "")),
+            Cell(f"{c.get('op', '?')} {shape_text(shape_of(c))} {c.get('dtype', '?')}"
+                 + (f" {c['variant']}" if c.get("variant") else "")),
+            Cell("; ".join(str(r) for r in c.get("reasons") or []) or DASH),
+            Cell(worst_text),
+        ])
+    return Table("Failed checks", ["impl", "case", "reasons", "worst output"], rows)
+
+
+def failures_table(record: dict[str, Any]) -> Table:
+    rows = [[
+        Cell(str(f.get("impl", "?")), f.get("impl", "")),
+        Cell(f"{f.get('op', '?')} {shape_text(shape_of(f))} {f.get('dtype', '?')}"
+             + (f" {f['variant']}" if f.get("variant") else "")),
+        _t(f.get("regime")), _t(f.get("stage")), Cell(str(f.get("reason") or DASH)),
+    ] for f in record.get("failures") or []]
+    return Table("Failures", ["impl", "case", "regime", "stage", "reason"], rows)
+
+
+# --- profiles ----------------------------------------------------------------------------------------------
+def profile_title(p: dict[str, Any]) -> str:
+    v = f" {p['variant']}" if p.get("variant") else ""
+    return f"{p.get('op', '?')} / {p.get('impl', '?')} at {shape_text(shape_of(p))} {p.get('dtype', '?')}{v}"
+
+
+def compile_table(p: dict[str, Any]) -> Table:
+    rows = []
+    for k in p.get("kernels") or []:
+        occ = k.get("occupancy") or {}
+        spills = (num(k.get("spill_stores_bytes")) or 0) + (num(k.get("spill_loads_bytes")) or 0)
+        rows.append([
+            Cell(str(k.get("name", "?"))), _t(k.get("target")), _t(k.get("source")),
+            Cell.number(k.get("registers"), fmt_int(k.get("registers"))),
+            Cell.number(spills, f"{fmt_int(k.get('spill_stores_bytes'))} / {fmt_int(k.get('spill_loads_bytes'))}",
+                        "bad" if spills else ""),
+            Cell.number(k.get("shared_bytes"), fmt_int(k.get("shared_bytes"))),
+            Cell.number(k.get("num_warps"), fmt_int(k.get("num_warps"))),
+            Cell.number(k.get("num_stages"), fmt_int(k.get("num_stages"))),
+            Cell.number(occ.get("blocks_per_sm"), fmt_int(occ.get("blocks_per_sm"))),
+            Cell.number(occ.get("occupancy"), fmt_pct(occ.get("occupancy"))),
+            _t(occ.get("limited_by")),
+        ])
+    return Table("Compiled kernels", ["kernel", "target", "from", "registers", "spill st / ld B", "shared B",
+                                      "warps", "stages", "blocks/SM", "occupancy", "limited by"], rows,
+                 {3, 4, 5, 6, 7, 8, 9})
+
+
+def _widths(d: Any) -> str:
+    if not isinstance(d, dict) or not d:
+        return DASH
+    return ", ".join(f"{w}-bit x{c}" for w, c in sorted(d.items(), key=lambda x: -int(x[0])) if c) or DASH
+
+
+def sass_table(p: dict[str, Any]) -> Table:
+    rows = []
+    for k in p.get("kernels") or []:
+        s = k.get("sass") or {}
+        if not s:
+            continue
+        top = ", ".join(f"{op} {c}" for op, c in list((s.get("histogram") or {}).items())[:8])
+        rows.append([
+            Cell(str(k.get("name", "?"))), Cell.number(s.get("instructions"), fmt_int(s.get("instructions"))),
+            Cell(_widths(s.get("global_loads"))), Cell(_widths(s.get("global_stores"))),
+            Cell(str(s.get("tensor_cores") or "none")),
+            Cell.number((s.get("local_loads") or 0) + (s.get("local_stores") or 0),
+                        f"{fmt_int(s.get('local_loads'))} / {fmt_int(s.get('local_stores'))}",
+                        "bad" if (s.get("local_loads") or s.get("local_stores")) else ""),
+            Cell(top or DASH),
+        ])
+    return Table("SASS", ["kernel", "instructions", "global loads (LDG)", "global stores (STG)", "tensor cores",
+                          "LDL / STL", "most frequent opcodes"], rows, {1})
+
+
+def ncu_table(p: dict[str, Any]) -> Table:
+    ncu = p.get("ncu") or {}
+    rows = []
+    for k in ncu.get("kernels") or []:
+        rows.append([
+            Cell(str(k.get("name", "?"))),
+            Cell.number(k.get("time_us"), fmt_us(k.get("time_us"))),
+            Cell.number(k.get("dram_bytes_read"), fmt_bytes(k.get("dram_bytes_read"))),
+            Cell.number(k.get("dram_bytes_write"), fmt_bytes(k.get("dram_bytes_write"))),
+            Cell.number(k.get("dram_pct"), fmt_pct((num(k.get("dram_pct")) or 0) / 100)
+                        if num(k.get("dram_pct")) is not None else DASH),
+            Cell.number(k.get("sm_pct"), fmt_pct((num(k.get("sm_pct")) or 0) / 100)
+                        if num(k.get("sm_pct")) is not None else DASH),
+            Cell.number(k.get("occupancy_pct"), fmt_pct((num(k.get("occupancy_pct")) or 0) / 100)
+                        if num(k.get("occupancy_pct")) is not None else DASH),
+            _t(k.get("grid")), _t(k.get("block")), _t(k.get("registers")),
+        ])
+    total = ncu.get("total") or {}
+    ideal, dram = num(ncu.get("ideal_bytes")), num(total.get("dram_bytes"))
+    cap = ""
+    if dram is not None:
+        cap = f"Total DRAM traffic {fmt_bytes(dram)}"
+        if ideal:
+            cap += f" against {fmt_bytes(ideal)} the op must move ({dram / ideal:.2f}x)"
+        cap += f"; kernel time {fmt_us(total.get('time_us'))} µs (ncu, {ncu.get('cache_control', 'caches flushed')})."
+    return Table("Nsight Compute", ["kernel", "µs", "DRAM read", "DRAM write", "DRAM % peak", "SM % peak",
+                                    "achieved occupancy", "grid", "block", "registers"], rows,
+                 {1, 2, 3, 4, 5, 6}, cap)
+
+
+def kineto_table(p: dict[str, Any]) -> Table:
+    kin = p.get("kineto") or {}
+    rows = [[Cell(str(k.get("name", "?"))), Cell.number(k.get("calls"), fmt_int(k.get("calls"))),
+             Cell.number(k.get("device_us_avg"), fmt_us(k.get("device_us_avg"))),
+             Cell.number(k.get("device_us_total"), fmt_us(k.get("device_us_total")))]
+            for k in kin.get("kernels") or []]
+    cap = f"Trace: {Path(str(kin['trace'])).name} (open in chrome://tracing or Perfetto)." if kin.get("trace") else ""
+    return Table("Kernels in the torch profiler trace", ["kernel", "calls", "µs per call", "µs total"], rows,
+                 {1, 2, 3}, cap)

@@ -1,0 +1,117 @@
+"""`bench` end to end on the CPU: records, the store, user implementations, wrong ones, resume after a kill."""
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from ridgeline.harness.bench import annotate_speedups, bench, make_plan, place_on_roofline, regimes_for
+from ridgeline.records.record import load_record
+from ridgeline.records.store import Store
+from ridgeline.specs.base import Case
+
+SHAPES = [(4, 256), (3, 100)]
+MEASUREMENT_KEYS = {"op", "impl", "shape", "dtype", "regime", "samples_us", "median_us", "gbps", "tflops",
+                    "pct_of_roof", "pct_of_sol"}
+
+
+@pytest.fixture
+def user_impls(tmp_path):
+    path = tmp_path / "user_kernels.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def mine(x, weight, eps):
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+        def wrong(x, weight, eps):
+            return (x.float() * weight.float()).to(x.dtype)
+    """))
+    return f"{path}:mine", f"{path}:wrong"
+
+
+def test_bench_records_checks_times_and_stores(tmp_path, user_impls):
+    mine, wrong = user_impls
+    out = tmp_path / "run.json"
+    db = tmp_path / "runs.sqlite"
+    record = bench("rmsnorm", ["ridgeline", "torch-eager", mine, wrong], SHAPES, [torch.float32],
+                   budget_s=0.05, json_path=out, db=db, argv=["ridgeline", "bench", "rmsnorm"])
+    d = json.loads(out.read_text())
+    assert {"env", "device", "measurements", "checks", "failures"} <= d.keys()
+    assert d["complete"] and d["command"] == "ridgeline bench rmsnorm"
+    impls_timed = {m["impl"] for m in d["measurements"]}
+    assert impls_timed == {"ridgeline", "torch-eager", mine}, "the wrong implementation must never be timed"
+    assert any(f["impl"] == wrong and f["stage"] == "check" for f in d["failures"])
+    for m in d["measurements"]:
+        assert MEASUREMENT_KEYS <= m.keys()
+        assert m["regime"] == "cpu" and "GPU speed" in m["note"]
+        assert m["median_us"] > 0 and len(m["samples_us"]) == m["n"] >= 5
+        assert m["pct_of_roof"] is None  # no ceilings on a CPU
+    with Store(db) as store:
+        assert store.list_runs()[0]["run_id"] == record.run_id
+        again = store.get(record.run_id[:10])
+        assert len(again.measurements) == len(d["measurements"])
+
+
+def test_resume_after_a_kill_loses_nothing(tmp_path):
+    out = tmp_path / "run.json"
+    ticks = {"n": 0}
+
+    def killer(desc):
+        ticks["n"] += 1
+        if ticks["n"] == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench("fused_add_rmsnorm", ["ridgeline", "torch-eager"], SHAPES, [torch.float32], budget_s=0.05,
+              json_path=out, db=tmp_path / "db.sqlite", progress=killer)
+    partial = load_record(out)
+    assert not partial.complete and partial.measurements
+    before = {(m["impl"], tuple(m["shape"])): m["samples_us"] for m in partial.measurements}
+    done = bench(resume=out, db=tmp_path / "db.sqlite")
+    assert done.complete and len(done.measurements) == 4
+    after = {(m["impl"], tuple(m["shape"])): m["samples_us"] for m in done.measurements}
+    assert all(after[k] == v for k, v in before.items()), "resume must keep finished measurements as they were"
+
+
+def test_plan_rejects_typos_before_any_work():
+    with pytest.raises(ValueError, match="no implementation 'ridgelin'"):
+        make_plan("rmsnorm", ["ridgelin"])
+    with pytest.raises(ValueError, match="unknown op"):
+        make_plan("rmsnrm")
+    with pytest.raises(ValueError, match="shape sets"):
+        make_plan("rmsnorm", shapes="swep")
+
+
+def test_regimes_on_gpu_and_cpu():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert regimes_for(["auto"], Case((1, 4096), torch.bfloat16), cuda) == ["graph-hot"]
+    assert regimes_for(["auto"], Case((65536, 4096), torch.bfloat16), cuda) == ["cold-eager"]
+    assert regimes_for(["graph-cold", "cold-eager"], Case((1, 4096), torch.bfloat16), cpu) == ["cpu"]
+    with pytest.raises(ValueError, match="regime"):
+        regimes_for(["warm"], Case((1, 4096), torch.bfloat16), cuda)
+
+
+def test_roofline_placement_and_speedups():
+    from ridgeline import registry
+
+    spec = registry.get_spec("rmsnorm")
+    profile = {"copy_gbps": 4000.0, "tflops": {"fp32": 60.0}, "floors_us": {"graph": 0.5}}
+    case = Case((1024, 4096), torch.bfloat16)
+    m = {"op": "rmsnorm", "impl": "a", "source": "ours", "shape": [1024, 4096], "dtype": "bf16", "variant": "",
+         "regime": "graph-cold", "median_us": 10.0}
+    place_on_roofline(m, spec, case, profile)
+    nbytes = 2 * 1024 * 4096 * 2 + 4096 * 2
+    assert m["bytes"] == nbytes and m["gbps"] == pytest.approx(nbytes / 10e-6 / 1e9)
+    assert m["sol_us"] == pytest.approx(0.5 + nbytes / 4000e3)
+    assert m["pct_of_sol"] == pytest.approx(m["sol_us"] / 10.0)
+    assert m["pct_of_roof"] == pytest.approx(m["gbps"] / 4000.0)
+
+    class R:
+        measurements = [dict(m), {**m, "impl": "p1", "source": "peer", "median_us": 20.0},
+                        {**m, "impl": "p2", "source": "peer", "median_us": 15.0}]
+
+    annotate_speedups(R, "p1")
+    a, p1, p2 = R.measurements
+    assert a["speedup_vs_baseline"] == 2.0 and a["speedup_vs_best_peer"] == 1.5 and a["best_peer"] == "p2"
+    assert p2["best_peer"] == "p1" and p2["speedup_vs_best_peer"] == pytest.approx(20 / 15)

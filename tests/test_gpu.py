@@ -1,0 +1,83 @@
+"""GPU-only tests (skipped without CUDA): run on the H200 with `pytest -m gpu`."""
+
+import pytest
+import torch
+
+from ridgeline import fused_add_rms_norm, registry, rms_norm
+from ridgeline.harness.correctness import check_case
+from ridgeline.specs.base import Case
+from ridgeline.specs.rmsnorm import HUGE
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def probed_cache(tmp_path_factory):
+    """One quick probe per module, so the bench tests do not each measure the GPU again."""
+    from ridgeline.harness.probe import device_profile
+
+    path = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RIDGELINE_CACHE_DIR", str(path))
+        device_profile(quick=True)
+    return path
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "fused_add_rmsnorm"])
+def test_more_than_2_31_elements(op):
+    assert HUGE[0] * HUGE[1] > 2**31
+    spec = registry.get_spec(op)
+    r = check_case(spec, registry.resolve(op, "ridgeline"), Case(HUGE, torch.bfloat16), "cuda")
+    assert r.passed, r.reasons
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape", [(4096, 4100), (1024, 5125), (64, 65536), (3, 100000), (256, 8192)])
+def test_residual_out_is_exactly_the_rounded_sum(dtype, shape):
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    r = torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda")
+    out, res = fused_add_rms_norm(x, r, w)
+    assert torch.equal(res, x + r)  # torch adds 16-bit floats in fp32 and rounds to nearest even, as we do
+    assert torch.equal(out, rms_norm(res, w))
+
+
+def test_runs_under_cuda_graph_capture():
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    rms_norm(x, w)
+    fused_add_rms_norm(x, r, w)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = rms_norm(x, w)
+        o, ro = fused_add_rms_norm(x, r, w)
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, rms_norm(x, w))
+    assert torch.equal(o, fused_add_rms_norm(x, r, w)[0])
+
+
+def test_probe_quick_is_sane():
+    from ridgeline.harness.probe import measure
+
+    p = measure(quick=True)
+    assert p["copy_gbps"] > 500 and p["tflops"]["bf16"] > 50 and p["floors_us"]["graph"] < p["floors_us"]["host"]
+
+
+def test_bench_every_regime_on_gpu(tmp_path, probed_cache, monkeypatch):
+    from ridgeline.harness.bench import bench
+
+    monkeypatch.setenv("RIDGELINE_CACHE_DIR", str(probed_cache))
+    rec = bench("rmsnorm", ["ridgeline", "torch-F"], [(256, 4096)], [torch.bfloat16],
+                regimes=["cold-eager", "graph-cold", "graph-hot", "host"], budget_s=0.3,
+                json_path=tmp_path / "r.json", db=tmp_path / "db.sqlite")
+    assert len(rec.measurements) == 8 and not rec.failures
+    for m in rec.measurements:
+        assert m["median_us"] > 0 and m["stable"] in (True, False)
+        if m["regime"] != "host":
+            assert 0 < m["pct_of_sol"] < 1.5 and m["gbps"] > 0
+    cold = {m["impl"]: m for m in rec.measurements if m["regime"] == "graph-cold"}
+    assert cold["ridgeline"]["input_sets"] > 1
