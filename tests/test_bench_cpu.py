@@ -30,6 +30,7 @@ def user_impls(tmp_path):
     return f"{path}:mine", f"{path}:wrong"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path (the GPU path is in test_gpu.py)")
 def test_bench_records_checks_times_and_stores(tmp_path, user_impls):
     mine, wrong = user_impls
     out = tmp_path / "run.json"

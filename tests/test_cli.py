@@ -1,5 +1,6 @@
 """The `ridgeline` command as a user runs it (CliRunner), on the CPU."""
 
+import importlib.util
 import json
 
 import pytest
@@ -22,7 +23,8 @@ def test_ops_lists_implementations_and_reasons():
     r = runner.invoke(app, ["ops"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "fused_add_rmsnorm" in r.output and "ridgeline-inplace" in r.output
-    assert "liger-kernel not installed" in r.output
+    if importlib.util.find_spec("liger_kernel") is None:
+        assert "liger-kernel not installed" in r.output
 
 
 def test_check_passes_and_fails_with_exit_codes(tmp_path):
@@ -53,7 +55,7 @@ def test_bench_writes_json_and_runs_lists_it(tmp_path):
     r = runner.invoke(app, ["bench", "rmsnorm", "--impl", "ridgeline", "--impl", "torch-F", "--shapes", "2x64",
                             "--dtype", "fp32", "--budget", "0.05", "--json", str(out)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    assert "CPU figures" in r.output
+    assert ("CPU figures" in r.output) != torch.cuda.is_available()
     run_id = json.loads(out.read_text())["run_id"]
     r = runner.invoke(app, ["runs"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and run_id in r.output

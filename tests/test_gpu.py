@@ -81,3 +81,21 @@ def test_bench_every_regime_on_gpu(tmp_path, probed_cache, monkeypatch):
             assert 0 < m["pct_of_sol"] < 1.5 and m["gbps"] > 0
     cold = {m["impl"]: m for m in rec.measurements if m["regime"] == "graph-cold"}
     assert cold["ridgeline"]["input_sets"] > 1
+
+
+def test_fast_launch_path_engages_and_matches_triton(monkeypatch):
+    from ridgeline.kernels import rmsnorm as k
+
+    x = torch.randn(300, 4100, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4100, device="cuda", dtype=torch.float32)
+    monkeypatch.setenv("RIDGELINE_FAST_LAUNCH", "0")
+    slow = rms_norm(x, w)
+    monkeypatch.setenv("RIDGELINE_FAST_LAUNCH", "1")
+    rms_norm(x, w)  # compiles/caches through Triton's own path
+    before = k._LAUNCHER.fast_launches
+    fast = rms_norm(x, w)
+    assert k._LAUNCHER.fast_launches == before + 1
+    assert torch.equal(fast, slow)
+    # A misaligned view must not reuse the kernel compiled for 16-byte aligned pointers.
+    xs = torch.randn(300, 4101, device="cuda", dtype=torch.bfloat16)[:, 1:]
+    assert torch.equal(rms_norm(xs, w), rms_norm(xs.contiguous(), w))

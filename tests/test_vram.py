@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ridgeline.vram import (
-    GiB,
     ConfigError,
     DoesNotFitError,
+    GiB,
     GpuError,
     InputError,
     fmt_gib,
@@ -150,7 +150,7 @@ def test_expert_parallel_keeps_experts_whole():
 
 @pytest.mark.parametrize("model,tp,field", [("Qwen2.5-7B", 8, "num_attention_heads"),
                                               ("Llama-3.1-8B", 3, "num_attention_heads"),
-                                              ("Qwen2.5-7B", 14, "num_attention_heads")])
+                                              ("Qwen2.5-7B", 14, "num_key_value_heads")])
 def test_invalid_tp_is_refused(model, tp, field):
     with pytest.raises(InputError, match=field):
         plan(model, gpu="H100", tp=tp, max_model_len=4096)
@@ -252,12 +252,12 @@ def test_fp8_weights_keep_embeddings_16bit():
 def test_gib_math_and_gpu_table():
     assert GiB == 2**30 and gib(2**30) == 1.0 and fmt_gib(3 * 2**29) == "1.50 GiB"
     h200 = lookup_gpu("H200")
-    assert h200.total_bytes == 143156 * MiB == 150_110_060_544
+    assert h200.total_bytes == 150_109_880_320 and round(h200.total_bytes / MiB) == 143156
     assert h200.nvidia_smi_mib == 143771  # what nvidia-smi prints; torch reports less
     assert lookup_gpu("h100-sxm").total_bytes == 81089 * MiB
     assert round(gib(lookup_gpu("H100").total_bytes), 2) == 79.19  # vLLM 0.19 log: total_memory=79.19GiB
     p = plan("Llama-3.1-8B", gpu="H200", max_model_len=8192, gpu_memory_utilization=0.9)
-    assert p.engine_budget_bytes == int(150_110_060_544 * 0.9)
+    assert p.engine_budget_bytes == int(150_109_880_320 * 0.9)
     with pytest.raises(GpuError, match="unknown GPU"):
         lookup_gpu("H300")
 
@@ -440,6 +440,7 @@ def test_qwen25_7b_instruct_against_vllm_log():
     assert within(gib(p.term("activation_peak").bytes), 2.21)
     assert within(gib(p.kv_pool_bytes), 58.53)
     assert within(p.kv_tokens, 1_096_000)
+    assert within(plan(cfg, max_model_len=8192, kv_dtype="fp8", **VLLM_019).kv_tokens, 2_192_000)
 
 
 def test_gemma3_27b_it_against_vllm_log():
@@ -451,3 +452,106 @@ def test_gemma3_27b_it_against_vllm_log():
     assert within(gib(p.kv_pool_bytes), 19.53)
     assert within(p.kv_tokens, 36_560)
     assert within(p.max_concurrency, 4.46)
+
+
+# --------------------------------------------------------------------------------------------
+# --measure, exercised on a fake CUDA runtime (the real run happens on the GPU host)
+# --------------------------------------------------------------------------------------------
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda for measure(): a device whose free memory follows live allocations."""
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    def __init__(self, total: int, context: int):
+        self.total, self.context, self.live = total, context, 0
+
+    def is_available(self) -> bool:
+        return True
+
+    def set_device(self, dev) -> None:
+        pass
+
+    def synchronize(self, dev=None) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def get_device_properties(self, dev):
+        return type("Props", (), {"name": "Fake H200", "total_memory": self.total})()
+
+    def mem_get_info(self, dev=None):
+        return self.total - self.context - self.live, self.total
+
+    def memory_allocated(self, dev=None) -> int:
+        return self.live
+
+    memory_reserved = memory_allocated
+
+
+class _FakeTensor:
+    def __init__(self, cuda: _FakeCuda, nbytes: int):
+        self.cuda, self.nbytes = cuda, nbytes
+        cuda.live += nbytes
+
+    def __del__(self):
+        self.cuda.live -= self.nbytes
+
+
+def _fake_torch(cuda: _FakeCuda):
+    def empty(shape, dtype=None, device=None):
+        n = shape if isinstance(shape, int) else shape[0] * shape[1]
+        n = -(-n // (2 * MiB)) * 2 * MiB  # the caching allocator rounds large blocks to 2 MiB
+        if n > cuda.mem_get_info()[0]:
+            raise cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate ...")
+        return _FakeTensor(cuda, n)
+
+    return type("FakeTorch", (), {
+        "cuda": cuda, "empty": staticmethod(empty), "uint8": "uint8", "__version__": "fake",
+        "device": staticmethod(lambda *a: a), "version": type("V", (), {"cuda": "12.8"}),
+    })
+
+
+def test_measure_record_on_a_fake_gpu(monkeypatch, tmp_path):
+    import sys
+
+    from ridgeline.vram import measure as measure_mod
+
+    h200 = lookup_gpu("H200").total_bytes
+    cuda = _FakeCuda(total=h200, context=int(0.5 * GiB))
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(cuda))
+    monkeypatch.setattr(measure_mod, "cuda_available", lambda: True)
+    p = plan("Llama-3.1-8B", gpu="H200")
+    rec = measure_mod.measure(p)
+    assert "error" not in rec
+    assert [s["name"].split(" ")[0] for s in rec["stages"]] == ["weights", "KV", "activation"]
+    for stage in rec["stages"]:
+        assert 0 <= stage["observed"] - stage["planned"] < 2 * MiB * p.layout.group_size
+    assert rec["plan_gpu_total_minus_device_bytes"] == 0
+    assert rec["kv_pool_with_device_total_bytes"] == p.kv_pool_bytes
+    assert rec["free_after_release_bytes"] == h200 - int(0.5 * GiB) and cuda.live == 0
+
+    out = tmp_path / "measure.json"
+    res = runner.invoke(_app(), ["vram", "Llama-3.1-8B", "--gpu", "H200", "--measure", "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["measure"]["device"]["name"] == "Fake H200" and d["kv_tokens"]["per_rank"] == p.kv_tokens
+    assert json.loads(out.read_text()) == d
+
+
+def test_measure_reports_oom_instead_of_crashing(monkeypatch):
+    import sys
+
+    from ridgeline.vram import measure as measure_mod
+
+    cuda = _FakeCuda(total=lookup_gpu("H200").total_bytes, context=40 * GiB)  # another process holds 40 GiB
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(cuda))
+    monkeypatch.setattr(measure_mod, "cuda_available", lambda: True)
+    rec = measure_mod.measure(plan("Llama-3.1-8B", gpu="H200"))
+    assert rec["error"].startswith("CUDA out of memory after 1 stage")
+    assert cuda.live == 0
+    res = runner.invoke(_app(), ["vram", "Llama-3.1-8B", "--gpu", "H200", "--measure", "--json"])
+    assert res.exit_code == 3 and json.loads(res.stdout)["measure"]["error"]

@@ -218,6 +218,16 @@ def runs(
         console.print(fails)
 
 
+def _register_optional_commands() -> None:
+    """Commands that live beside their library code (each module keeps its own options)."""
+    from ridgeline.vram.cli import vram_command
+
+    app.command("vram", help="VRAM budget for LLM serving: weights, KV cache, tokens that fit.")(vram_command)
+
+
+_register_optional_commands()
+
+
 def main() -> None:
     app()
 

@@ -25,17 +25,17 @@ ENV_KEYS = ("gpu", "driver", "cuda", "torch", "triton", "device_type")
 
 def parse_threshold(text: str | float) -> float:
     """'2%' -> 0.02, '0.02' -> 0.02; a bare number >= 1 is read as percent ('2' -> 0.02)."""
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        s = text.strip()
-        try:
-            value = float(s.rstrip("%")) / 100 if s.endswith("%") else float(s)
-        except ValueError:
-            raise ValueError(f"threshold: expected a percentage such as 2% or a fraction such as 0.02, got {text!r}")\
-                from None
-    if value >= 1:
-        value /= 100
+    s = str(text).strip()
+    try:
+        if s.endswith("%"):
+            value = float(s[:-1]) / 100
+        else:
+            value = float(s)
+            if value >= 1:  # "2" means 2%: a ratio threshold of 100% or more makes no sense
+                value /= 100
+    except ValueError:
+        raise ValueError(f"threshold: expected a percentage such as 2% or a fraction such as 0.02, got {text!r}")\
+            from None
     if not 0 <= value < 1:
         raise ValueError(f"threshold: expected 0% to 100%, got {text!r}")
     return value

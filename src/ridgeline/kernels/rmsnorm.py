@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ridgeline.kernels._fastlaunch import CachedLauncher
 from ridgeline.kernels._launch import (
     FLOAT_DTYPES,
     interpreter_enabled,
@@ -28,17 +29,20 @@ from ridgeline.kernels._launch import (
 
 # Widest row held whole in registers; wider rows loop over chunks of this many columns, twice.
 MAX_SINGLE_PASS_BLOCK = 16384
-CHUNK_BLOCK = 4096
+CHUNK_BLOCK = 8192
 
 
 @triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
-    M, N, eps, weight_offset,
+    M, n_q, eps, weight_offset,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
 ):
+    # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
+    # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
+    N = n_q * N_ALIGN
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -111,15 +115,23 @@ class LaunchConfig:
 
 
 def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
-    """Pick block width and warps from the hidden size (and element size)."""
+    """Block width, passes and warps from the hidden size and element size (never from M: batch invariance).
+
+    Chosen from a launch-config sweep on the H200 (scripts/explore_rmsnorm.py, docs/perf/rmsnorm.md):
+    rows up to 16K elements stay in registers (one pass), with 4 warps up to 8K (16-32 elements a thread) and
+    16 at 16K; wider rows loop over 8K-element chunks twice (the second pass hits L2). Hidden sizes that are
+    not a multiple of 8 cannot use 16-byte vectors: short chunks (1K, 8 warps) keep fewer lanes idle.
+    """
     block = triton.next_power_of_2(n)
-    single = block <= MAX_SINGLE_PASS_BLOCK
-    if not single:
-        block = CHUNK_BLOCK
-    # Aim at 8-16 elements per thread: one or two 16-byte vectors of 16-bit data.
-    per_thread = 16 if dtype.itemsize <= 2 else 8
-    warps = max(1, min(16, block // (32 * per_thread)))
-    return LaunchConfig(block_n=block, single_pass=single, num_warps=warps)
+    if block > MAX_SINGLE_PASS_BLOCK:
+        return LaunchConfig(block_n=CHUNK_BLOCK, single_pass=False, num_warps=16)
+    if n % 8 != 0 and n >= 2048:
+        return LaunchConfig(block_n=1024, single_pass=False, num_warps=8)
+    if block <= 8192:
+        warps = max(1, min(4, block // 512))
+    else:
+        warps = 16
+    return LaunchConfig(block_n=block, single_pass=True, num_warps=warps)
 
 
 def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
@@ -137,62 +149,93 @@ def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset
         if weight_offset != 0.0:
             raise ValueError("weight_offset: only meaningful with a weight (got weight=None)")
         return None
-    require_tensor("weight", weight)
-    require_dtype("weight", weight)
-    require_same_device("weight", weight, "x", x)
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in FLOAT_DTYPES:
+        require_tensor("weight", weight)
+        require_dtype("weight", weight)
+    if weight.device != x.device:
+        require_same_device("weight", weight, "x", x)
     if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(
-            f"weight: expected shape ({x.shape[-1]},) to match x's last dim, got {tuple(weight.shape)}"
-        )
-    return weight.contiguous()
+        raise ValueError(f"weight: expected shape ({x.shape[-1]},) to match x's last dim, got {tuple(weight.shape)}")
+    return weight if weight.is_contiguous() else weight.contiguous()
 
 
 def _validate_x(name: str, x: object) -> torch.Tensor:
-    x = require_tensor(name, x)
-    require_dtype(name, x)
+    if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES:
+        require_tensor(name, x)
+        require_dtype(name, x)
     if x.dim() == 0:
         raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
     if x.shape[-1] == 0:
         raise ValueError(f"{name}: hidden size (last dim) is 0")
-    require_runnable_device(name, x)
+    if not x.is_cuda:
+        require_runnable_device(name, x)
     return x
 
 
-def _input_rows(name: str, x: torch.Tensor) -> torch.Tensor:
-    """Rows of an input; copied only when the layout cannot be read in place (documented in the public API)."""
-    try:
-        return rows_view(name, x)
-    except ValueError:
-        return x.reshape(-1, x.shape[-1]).contiguous()
+def _row_stride(t: torch.Tensor) -> int | None:
+    """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
+    shape, strides = t.shape, t.stride()
+    if shape[-1] > 1 and strides[-1] != 1:
+        return None
+    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
+    if not dims:
+        return shape[-1]
+    row = expect = dims[-1][1]
+    for size, stride in reversed(dims):
+        if stride != expect:
+            return None
+        expect = stride * size
+    return row
+
+
+def _input_rows(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """An input and its row stride; copied only when the layout cannot be read in place (as documented)."""
+    stride = _row_stride(x)
+    if stride is None:
+        x = x.contiguous()
+        stride = x.shape[-1]
+    return x, stride
+
+
+def _output_rows(name: str, t: torch.Tensor) -> int:
+    """Row stride of a tensor the kernel writes: it must be addressable in place, rows must not overlap."""
+    stride = _row_stride(t)
+    if stride is None:
+        rows_view(name, t)  # raises the detailed error (last dim not contiguous, or unmergeable leading dims)
+        raise ValueError(f"{name}: rows of shape {tuple(t.shape)}, strides {tuple(t.stride())} are not addressable")
+    if stride < t.shape[-1] and t.numel() > t.shape[-1]:
+        raise ValueError(f"{name}: rows overlap (row stride {stride} < hidden size {t.shape[-1]}); cannot write")
+    return stride
+
+
+_LAUNCHER = CachedLauncher(_rms_norm_kernel)
 
 
 def _launch(
-    x2: torch.Tensor,
-    r2: torch.Tensor | None,
-    ro2: torch.Tensor | None,
+    x: torch.Tensor, x_stride: int,
+    r: torch.Tensor | None, r_stride: int,
+    ro: torch.Tensor | None, ro_stride: int,
     weight: torch.Tensor | None,
-    y2: torch.Tensor,
+    y: torch.Tensor, y_stride: int,
+    m: int, n: int,
     eps: float,
     weight_offset: float,
     cfg: LaunchConfig | None = None,
 ) -> None:
-    m, n = x2.shape
     if m == 0:
         return
-    cfg = cfg or launch_config(n, x2.dtype)
-    has_res = r2 is not None
-    r_arg = r2 if has_res else x2
-    ro_arg = ro2 if has_res else y2
-    w_arg = weight if weight is not None else x2
-    strides = [t.stride(0) for t in (x2, r_arg, ro_arg, y2)]
-    aligns = [stride_alignment(s) for s in strides]
-    _rms_norm_kernel[(_grid(m, cfg, x2.device),)](
-        x2, strides[0] // aligns[0], r_arg, strides[1] // aligns[1], ro_arg, strides[2] // aligns[2],
-        w_arg, y2, strides[3] // aligns[3],
-        m, n, float(eps), float(weight_offset),
-        X_ALIGN=aligns[0], R_ALIGN=aligns[1], RO_ALIGN=aligns[2], Y_ALIGN=aligns[3],
-        HAS_RESIDUAL=has_res, HAS_WEIGHT=weight is not None,
-        BLOCK_N=cfg.block_n, SINGLE_PASS=cfg.single_pass, num_warps=cfg.num_warps,
+    cfg = cfg or launch_config(n, x.dtype)
+    has_res = r is not None
+    if not has_res:
+        r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
+    xa, ra, roa, ya, na = (stride_alignment(v) for v in (x_stride, r_stride, ro_stride, y_stride, n))
+    _LAUNCHER.launch(
+        _grid(m, cfg, x.device),
+        (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, weight if weight is not None else x,
+         y, y_stride // ya, m, n // na, eps, weight_offset),
+        {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na, "HAS_RESIDUAL": has_res,
+         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass},
+        cfg.num_warps,
     )
 
 
@@ -225,10 +268,13 @@ def rms_norm(
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
     if out is None:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     else:
         _validate_out("out", out, x)
-    _launch(_input_rows("x", x), None, None, weight, rows_view("out", out), eps, weight_offset)
+    n = x.shape[-1]
+    x, x_stride = _input_rows("x", x)
+    _launch(x, x_stride, None, 0, None, 0, weight, out, _output_rows("out", out), x.numel() // n, n, eps,
+            weight_offset)
     return out
 
 
@@ -266,16 +312,17 @@ def fused_add_rms_norm(
     require_same_device("residual", residual, "x", x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
+    n = x.shape[-1]
+    m = x.numel() // n
     if inplace:
-        x2, r2 = rows_view("x", x), rows_view("residual", residual)
-        _launch(x2, r2, r2, weight, x2, eps, weight_offset)
+        x_stride, r_stride = _output_rows("x", x), _output_rows("residual", residual)
+        _launch(x, x_stride, residual, r_stride, residual, r_stride, weight, x, x_stride, m, n, eps, weight_offset)
         return x, residual
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    residual_out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _launch(
-        _input_rows("x", x), _input_rows("residual", residual), rows_view("residual_out", residual_out),
-        weight, rows_view("out", out), eps, weight_offset,
-    )
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    residual_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    x_in, x_stride = _input_rows("x", x)
+    r_in, r_stride = _input_rows("residual", residual)
+    _launch(x_in, x_stride, r_in, r_stride, residual_out, n, weight, out, n, m, n, eps, weight_offset)
     return out, residual_out
 
 

@@ -60,6 +60,24 @@ def num(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def mapping(x: Any) -> dict[str, Any]:
+    """x if it is a dict, else an empty one: a field of the wrong type reads as missing."""
+    return x if isinstance(x, dict) else {}
+
+
+def items(x: Any) -> list[dict[str, Any]]:
+    """The dicts of a list field (measurements, checks, kernels, ...); anything else reads as empty."""
+    return [v for v in x if isinstance(v, dict)] if isinstance(x, list) else []
+
+
+def sample_count(m: dict[str, Any]) -> int | None:
+    n = num(m.get("n"))
+    if n:
+        return int(n)
+    s = m.get("samples_us")
+    return len(s) if isinstance(s, list) and s else None
+
+
 def dig(d: Any, *keys: str, default: Any = None) -> Any:
     for k in keys:
         if not isinstance(d, dict) or k not in d or d[k] is None:
@@ -69,10 +87,12 @@ def dig(d: Any, *keys: str, default: Any = None) -> Any:
 
 
 def shape_of(item: dict[str, Any]) -> tuple[int, ...]:
-    s = item.get("shape") or ()
+    s = item.get("shape")
+    if not isinstance(s, (list, tuple)):
+        return ()
     try:
         return tuple(int(d) for d in s)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return ()
 
 
@@ -89,8 +109,8 @@ def numel(shape: Sequence[int]) -> int:
 
 def case_key(item: dict[str, Any]) -> tuple:
     """(op, impl, shape, dtype, variant): what checks, measurements and profiles share."""
-    return (item.get("op", "?"), item.get("impl", "?"), shape_of(item), item.get("dtype", "?"),
-            item.get("variant") or "")
+    return (str(item.get("op", "?")), str(item.get("impl", "?")), shape_of(item), str(item.get("dtype", "?")),
+            str(item.get("variant") or ""))
 
 
 def noise(m: dict[str, Any]) -> float | None:
@@ -108,10 +128,11 @@ def sm_count(record: dict[str, Any]) -> int | None:
 
 def impl_order(record: dict[str, Any]) -> list[str]:
     """Ours first, then the order the run asked for, then the rest by name: stable across regenerations."""
-    ms = record.get("measurements") or []
-    seen = {m.get("impl", "?") for m in ms} | {c.get("impl", "?") for c in record.get("checks") or []}
-    asked = [i for i in (dig(record, "settings", "impls") or []) if isinstance(i, str)]
-    ours = sorted({m.get("impl", "?") for m in ms if m.get("source") == "ours"})
+    ms = items(record.get("measurements"))
+    seen = {str(m.get("impl", "?")) for m in ms} | {str(c.get("impl", "?")) for c in items(record.get("checks"))}
+    impls = dig(record, "settings", "impls")
+    asked = [i for i in impls if isinstance(i, str)] if isinstance(impls, list) else []
+    ours = sorted({str(m.get("impl", "?")) for m in ms if m.get("source") == "ours"})
     out: list[str] = []
     for name in [*ours, *asked, *sorted(seen)]:
         if name in seen and name not in out:
@@ -150,29 +171,30 @@ def _slug(text: str) -> str:
 def groups(record: dict[str, Any]) -> list[Group]:
     order = {name: i for i, name in enumerate(impl_order(record))}
     by_key: dict[tuple, Group] = {}
-    for m in record.get("measurements") or []:
-        key = (m.get("op", "?"), m.get("dtype", "?"), m.get("variant") or "", m.get("regime", "?"))
+    for m in items(record.get("measurements")):
+        key = (str(m.get("op", "?")), str(m.get("dtype", "?")), str(m.get("variant") or ""),
+               str(m.get("regime", "?")))
         by_key.setdefault(key, Group(*key)).items.append(m)
     out = [by_key[k] for k in sorted(by_key)]
     for g in out:
-        g.items.sort(key=lambda m: (numel(shape_of(m)), shape_of(m), order.get(m.get("impl", "?"), 99)))
+        g.items.sort(key=lambda m: (numel(shape_of(m)), shape_of(m), order.get(str(m.get("impl", "?")), 99)))
     return out
 
 
 def failed_checks(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
-    return {case_key(c): c for c in record.get("checks") or [] if c.get("passed") is False}
+    return {case_key(c): c for c in items(record.get("checks")) if c.get("passed") is False}
 
 
 def check_status(record: dict[str, Any]) -> dict[tuple, bool]:
-    return {case_key(c): bool(c.get("passed")) for c in record.get("checks") or [] if "passed" in c}
+    return {case_key(c): bool(c.get("passed")) for c in items(record.get("checks")) if "passed" in c}
 
 
 def profiles_by_case(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
-    return {case_key(p): p for p in record.get("profiles") or [] if isinstance(p, dict)}
+    return {case_key(p): p for p in items(record.get("profiles"))}
 
 
 def regimes(record: dict[str, Any]) -> list[str]:
-    return sorted({m.get("regime", "?") for m in record.get("measurements") or []})
+    return sorted({str(m.get("regime", "?")) for m in items(record.get("measurements"))})
 
 
 # --- formatting --------------------------------------------------------------------------------------------

@@ -47,13 +47,14 @@ def findings_html(record: dict[str, Any]) -> str:
     gs = grouped(evaluate(record))
     if not gs:
         return "<p>No automatic findings.</p>"
-    items = []
+    items, explained = [], set()
     for g in gs:
         cases = [f"{w} ({d})" if w and d else (w or d) for w, d in g.cases]
         who = f"<b>{escape(g.impl)}</b>: " if g.impl else ""
+        why = "" if g.rule in explained else f'<span class="why">Why: {escape(g.why)}.</span>'
+        explained.add(g.rule)
         items.append(f'<li><span class="sev sev-{escape(g.severity)}">{escape(SEVERITY_WORD.get(g.severity, ""))}'
-                     f"</span><b>{escape(g.title)}</b> — {who}{escape(join_limited(cases, 6))}. "
-                     f'<span class="why">Why: {escape(g.why)}.</span></li>')
+                     f"</span><b>{escape(g.title)}</b> — {who}{escape(join_limited(cases, 6))}. {why}</li>")
     return '<ul class="findings">' + "\n".join(items) + "</ul>"
 
 

@@ -48,12 +48,14 @@ def findings_md(record: dict[str, Any]) -> str:
     groups = grouped(evaluate(record))
     if not groups:
         return "No automatic findings.\n"
-    lines = []
+    lines, explained = [], set()
     for g in groups:
         who = f"{g.impl}: " if g.impl else ""
         cases = [f"{w} ({d})" if w and d else (w or d) for w, d in g.cases]
+        why = "" if g.rule in explained else f" _Why: {g.why}._"  # once per rule, not once per implementation
+        explained.add(g.rule)
         lines.append(f"- **{g.title}** ({SEVERITY_WORD.get(g.severity, g.severity)}) — {who}"
-                     f"{join_limited(cases, 6)}. _Why: {g.why}._")
+                     f"{join_limited(cases, 6)}.{why}")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +48,17 @@ class Plot:
     name: str  # file stem, e.g. "roofline-graph-cold"
     title: str
     figure: Figure
+    rendered: dict[str, bytes] = field(default_factory=dict)  # by format: markdown and HTML share one render
 
 
 def _colors(record: dict[str, Any]) -> dict[str, str]:
     return {impl: PALETTE[i % len(PALETTE)] for i, impl in enumerate(impl_order(record))}
 
 
-def _new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def _new_figure(width: float, height: float, bottom: float = 0.1, left: float = 0.09) -> Figure:
+    # Fixed margins: a layout engine re-solves on every save and costs more than the drawing.
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=left, right=0.98, top=0.93, bottom=bottom)
     FigureCanvasAgg(fig)
     return fig
 
@@ -123,10 +126,8 @@ def roofline(record: dict[str, Any], regime: str) -> Plot | None:
         note = "" if dram else " (no probed roofs in this record)"
         ax.set_title(f"Roofline, {regime}{note}")
         ax.grid(True, which="major", lw=0.4, alpha=0.5)
-        legend = ax.legend(loc="upper left", fontsize=7, title="hollow marker = failed check" if wrong else None,
-                           framealpha=0.9)
-        if legend and legend.get_title():
-            legend.get_title().set_fontsize(7)
+        ax.legend(loc="upper left", fontsize=7, title="hollow marker = failed check" if wrong else None,
+                  title_fontsize=7, framealpha=0.9)
     return Plot(f"roofline-{_safe(regime)}", f"Roofline, {regime}", fig)
 
 
@@ -171,7 +172,8 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
     wrong_cases = {(k[2], k[1]) for k in wrong if k[0] == group.op and k[3] == group.dtype
                    and k[4] == group.variant}
     with matplotlib.rc_context(RC):
-        fig = _new_figure(max(6.0, 0.9 + 0.28 * len(shapes) * len(impls)), 4.2)
+        fig = _new_figure(max(6.0, 0.9 + 0.28 * len(shapes) * len(impls)), 4.2, bottom=0.2,
+                          left=0.7 / max(6.0, 0.9 + 0.28 * len(shapes) * len(impls)))
         ax = fig.add_subplot()
         width = 0.8 / len(impls)
         for j, impl in enumerate(impls):
@@ -200,7 +202,7 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
         ax.set_ylabel("GB/s (ideal bytes / median time)")
         ax.set_title(f"Bandwidth per shape: {group.title}")
         ax.grid(True, axis="y", lw=0.4, alpha=0.5)
-        ax.legend(fontsize=7, ncols=min(4, len(impls)), loc="upper left",
+        ax.legend(fontsize=7, ncols=min(4, len(impls)), loc="upper left", title_fontsize=7,
                   title="hatched = failed check" if wrong_cases else None)
     return Plot(f"gbps-{group.slug}", f"GB/s per shape, {group.title}", fig)
 
@@ -219,10 +221,12 @@ def make_plots(record: dict[str, Any]) -> list[Plot]:
 # --- output ------------------------------------------------------------------------------------------------
 def render(plot: Plot, fmt: str) -> bytes:
     """The plot as PNG or SVG bytes; identical bytes for an identical record."""
-    buf = io.BytesIO()
-    with matplotlib.rc_context(RC):
-        plot.figure.savefig(buf, format=fmt, metadata=SVG_META if fmt == "svg" else PNG_META)
-    return buf.getvalue()
+    if fmt not in plot.rendered:
+        buf = io.BytesIO()
+        with matplotlib.rc_context(RC):
+            plot.figure.savefig(buf, format=fmt, metadata=SVG_META if fmt == "svg" else PNG_META)
+        plot.rendered[fmt] = buf.getvalue()
+    return plot.rendered[fmt]
 
 
 def save(plot: Plot, out_dir: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:

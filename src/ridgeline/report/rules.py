@@ -36,7 +36,7 @@ EXTRA_TRAFFIC = 1.20  # ncu DRAM bytes over the spec's ideal bytes
 NEAR_ROOF = 0.85
 PEER_LOSS = 0.95  # ours below this speedup against the best peer
 WIDE_LOAD_SHARE = 0.50  # share of global loads that should be 128-bit for 16/32-bit streaming kernels
-LOW_OCCUPANCY = 0.25
+LOW_OCCUPANCY = 0.25  # 16 of 64 warps per SM or fewer
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def rule_low_occupancy(p: dict[str, Any], record: dict[str, Any]) -> list[Note]:
     notes = []
     for k in _kernels(p):
         occ = num(dig(k, "occupancy", "occupancy"))
-        if occ is not None and occ < LOW_OCCUPANCY:
+        if occ is not None and occ <= LOW_OCCUPANCY:
             limit = dig(k, "occupancy", "limited_by") or "?"
             notes.append(Note("low-occupancy", "info", "low occupancy",
                               "few resident warps per SM leave little to hide memory latency with",

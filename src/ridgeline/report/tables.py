@@ -158,7 +158,7 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
         is_wrong = key in wrong
         is_best = med is not None and not is_wrong and med == best.get(shape_of(m))
         nz = noise(m)
-        launch = m.get("launch") or {}
+        launch = m.get("launch") if isinstance(m.get("launch"), dict) else {"config": m.get("launch")}
         launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
                                            str(launch.get("config") or "")) if x) or DASH
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else DASH)
@@ -238,6 +238,10 @@ def failures_table(record: dict[str, Any]) -> Table:
 
 
 # --- profiles ----------------------------------------------------------------------------------------------
+def _dicts(items: Any) -> list[dict[str, Any]]:
+    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+
+
 def profile_title(p: dict[str, Any]) -> str:
     v = f" {p['variant']}" if p.get("variant") else ""
     return f"{p.get('op', '?')} / {p.get('impl', '?')} at {shape_text(shape_of(p))} {p.get('dtype', '?')}{v}"
@@ -245,8 +249,8 @@ def profile_title(p: dict[str, Any]) -> str:
 
 def compile_table(p: dict[str, Any]) -> Table:
     rows = []
-    for k in p.get("kernels") or []:
-        occ = k.get("occupancy") or {}
+    for k in _dicts(p.get("kernels")):
+        occ = k.get("occupancy") if isinstance(k.get("occupancy"), dict) else {}
         spills = (num(k.get("spill_stores_bytes")) or 0) + (num(k.get("spill_loads_bytes")) or 0)
         rows.append([
             Cell(str(k.get("name", "?"))), _t(k.get("target")), _t(k.get("source")),
@@ -273,9 +277,9 @@ def _widths(d: Any) -> str:
 
 def sass_table(p: dict[str, Any]) -> Table:
     rows = []
-    for k in p.get("kernels") or []:
-        s = k.get("sass") or {}
-        if not s:
+    for k in _dicts(p.get("kernels")):
+        s = k.get("sass")
+        if not isinstance(s, dict) or not s:
             continue
         top = ", ".join(f"{op} {c}" for op, c in list((s.get("histogram") or {}).items())[:8])
         rows.append([
@@ -292,9 +296,9 @@ def sass_table(p: dict[str, Any]) -> Table:
 
 
 def ncu_table(p: dict[str, Any]) -> Table:
-    ncu = p.get("ncu") or {}
+    ncu = p.get("ncu") if isinstance(p.get("ncu"), dict) else {}
     rows = []
-    for k in ncu.get("kernels") or []:
+    for k in _dicts(ncu.get("kernels")):
         rows.append([
             Cell(str(k.get("name", "?"))),
             Cell.number(k.get("time_us"), fmt_us(k.get("time_us"))),
@@ -308,7 +312,7 @@ def ncu_table(p: dict[str, Any]) -> Table:
                         if num(k.get("occupancy_pct")) is not None else DASH),
             _t(k.get("grid")), _t(k.get("block")), _t(k.get("registers")),
         ])
-    total = ncu.get("total") or {}
+    total = ncu.get("total") if isinstance(ncu.get("total"), dict) else {}
     ideal, dram = num(ncu.get("ideal_bytes")), num(total.get("dram_bytes"))
     cap = ""
     if dram is not None:
@@ -322,11 +326,11 @@ def ncu_table(p: dict[str, Any]) -> Table:
 
 
 def kineto_table(p: dict[str, Any]) -> Table:
-    kin = p.get("kineto") or {}
+    kin = p.get("kineto") if isinstance(p.get("kineto"), dict) else {}
     rows = [[Cell(str(k.get("name", "?"))), Cell.number(k.get("calls"), fmt_int(k.get("calls"))),
              Cell.number(k.get("device_us_avg"), fmt_us(k.get("device_us_avg"))),
              Cell.number(k.get("device_us_total"), fmt_us(k.get("device_us_total")))]
-            for k in kin.get("kernels") or []]
+            for k in _dicts(kin.get("kernels"))]
     cap = f"Trace: {Path(str(kin['trace'])).name} (open in chrome://tracing or Perfetto)." if kin.get("trace") else ""
     return Table("Kernels in the torch profiler trace", ["kernel", "calls", "µs per call", "µs total"], rows,
                  {1, 2, 3}, cap)

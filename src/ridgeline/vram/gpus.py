@@ -39,9 +39,10 @@ class GpuSpec:
 
 
 KNOWN_GPUS: tuple[GpuSpec, ...] = (
-    GpuSpec("H200", 143156 * MiB,
-            "torch _CudaDeviceProperties(name='NVIDIA H200', total_memory=143156MB) in "
-            "ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py",
+    GpuSpec("H200", 150_109_880_320,
+            "torch.cuda.get_device_properties().total_memory on the lent H200 (driver 580.159.04, torch 2.11), "
+            "docs/results/h200-probe.json; torch prints it rounded as total_memory=143156MB (e.g. "
+            "ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py)",
             nvidia_smi_mib=143771, aliases=("h200-141gb", "h200-sxm", "nvidia h200")),
     GpuSpec("H100", 81089 * MiB,
             "torch _CudaDeviceProperties(name='NVIDIA H100 80GB HBM3', total_memory=81089MB) (torch 2.7, CUDA 12.8); "

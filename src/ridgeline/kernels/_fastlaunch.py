@@ -1,0 +1,83 @@
+"""Launch a compiled Triton kernel without Triton's per-call Python binding work.
+
+Triton's `kernel[grid](...)` re-derives the specialization of every argument, looks up the compiled kernel and
+builds launch metadata on every call: several microseconds of host time that an eager serving loop pays per
+layer. After the first (normal) launch we keep the compiled kernel under a key that determines Triton's own
+specialization (dtypes, 16-byte alignment of pointers, integer divisibility by 16, value 1, 32/64-bit range), and
+later calls go straight to its compiled launcher. Anything unusual (a launch hook installed by a profiler, the CPU
+interpreter, an older/newer Triton without the same internals) takes Triton's normal path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+try:  # Triton >= 3.4 keeps runtime hooks in knobs
+    from triton import knobs as _knobs
+except ImportError:  # pragma: no cover - older Triton
+    _knobs = None
+
+
+def _raw_stream(index: int | None) -> int:
+    if index is None:
+        index = torch.cuda.current_device()
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return get(index) if get is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def _enabled() -> bool:
+    return os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0" and _knobs is not None
+
+
+def _arg_key(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0)
+    if isinstance(a, bool):
+        return ("b", a)
+    if isinstance(a, int):
+        return ("i", a == 1, a % 16 == 0, -(2**31) <= a < 2**31)
+    if isinstance(a, float):
+        return "f"
+    return ("?", a)
+
+
+class CachedLauncher:
+    """`launch(grid, args, constexprs, num_warps)` == `fn[(grid,)](*args, **constexprs, num_warps=num_warps)`.
+
+    `args` are the kernel's runtime parameters in order; `constexprs` the compile-time ones, in signature order,
+    all after the runtime ones (checked at the first launch).
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self._compiled: dict[tuple, Any] = {}
+        self.fast_launches = 0
+
+    def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int) -> None:
+        fast = _enabled() and args[0].is_cuda
+        if fast:
+            key = (tuple(constexprs.items()), num_warps, tuple(map(_arg_key, args)))
+            kernel = self._compiled.get(key)
+            runtime = _knobs.runtime
+            if kernel is not None and runtime.launch_enter_hook is None and runtime.launch_exit_hook is None:
+                stream = _raw_stream(args[0].device.index)
+                kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None,
+                           *args, *constexprs.values())
+                self.fast_launches += 1
+                return
+        kernel = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
+        if hasattr(kernel, "result"):  # an asynchronous compile hands back a future
+            kernel = kernel.result()
+        if fast and self._usable(kernel, len(args) + len(constexprs)):
+            self._compiled[key] = kernel
+
+    def _usable(self, kernel: Any, n_params: int) -> bool:
+        """Only keep kernels whose internals look like the ones this fast path was written against."""
+        names = getattr(self.fn, "arg_names", None)
+        return (
+            names is not None and len(names) == n_params
+            and all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata"))
+        )
