@@ -8,6 +8,7 @@ come; the last lines printed are the best config per shape beside the current he
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 
@@ -40,11 +41,11 @@ def candidates(n: int) -> list[LaunchConfig]:
     return out
 
 
-def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int):
+def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str):
     sets = []
     for _ in range(count):
-        x = torch.randn(m, n, device="cuda", dtype=dtype)
-        r = torch.randn(m, n, device="cuda", dtype=dtype) if fused else None
+        x = torch.randn(m, n, device=device, dtype=dtype)
+        r = torch.randn(m, n, device=device, dtype=dtype) if fused else None
         sets.append((x, r, torch.empty_like(x), torch.empty_like(x) if fused else None))
     return sets
 
@@ -56,16 +57,18 @@ def main() -> None:
     ap.add_argument("--regime", default="graph-cold")
     ap.add_argument("--budget", type=float, default=0.25)
     ap.add_argument("--shapes", default="sweep")
+    ap.add_argument("--dry", action="store_true", help="check only (CPU smoke test), no timing")
     args = ap.parse_args()
     dtype = torch.bfloat16
-    shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE}[args.shapes]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)]}[args.shapes]
     results = []
     for m, n in shapes:
         bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n
         count = 1 if args.regime != "graph-cold" or bytes_moved >= 4 * L2_BYTES else min(
             2048, math.ceil(3 * L2_BYTES / bytes_moved))
-        sets = make_sets(m, n, dtype, args.fused, count)
-        w = torch.randn(n, device="cuda", dtype=dtype)
+        sets = make_sets(m, n, dtype, args.fused, count, device)
+        w = torch.randn(n, device=device, dtype=dtype)
         x0 = sets[0][0]
         base = x0.double()
         if args.fused:
@@ -77,24 +80,28 @@ def main() -> None:
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
             try:
-                calls = [
-                    (lambda s=s, w=w, cfg=cfg: _launch(s[0], s[1], s[3], w, s[2], 1e-6, 0.0, cfg)) for s in sets
-                ]
+                calls = [functools.partial(_launch, s[0], n, s[1], n, s[3], n, w, s[2], n, m, n, 1e-6, 0.0, cfg)
+                         for s in sets]
                 calls[0]()
-                torch.cuda.synchronize()
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 err = (sets[0][2].double() - ref).abs().max().item()
                 if not err < 0.1:
                     raise AssertionError(f"wrong result: max err {err}")
-                if args.regime == "cold-eager":
+                if args.dry:
+                    rec.update(median_us=1.0, iqr_us=0.0, n=0, gbps=0.0)
+                elif args.regime == "cold-eager":
                     t = time_cold_eager(calls[0], args.budget)
                 else:
                     t = time_graph(calls, args.budget, regime=args.regime)
-                rec.update(median_us=t.median_us, iqr_us=t.iqr_us, n=t.n, gbps=bytes_moved / t.median_us / 1e3)
+                if not args.dry:
+                    rec.update(median_us=t.median_us, iqr_us=t.iqr_us, n=t.n, gbps=bytes_moved / t.median_us / 1e3)
             except Exception as e:  # record and go on
                 rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             results.append(rec)
         del sets
-        torch.cuda.empty_cache()
+        if device == "cuda":
+            torch.cuda.empty_cache()
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     print(f"{'shape':>12} {'default us':>10} {'best us':>9} {'best GB/s':>9}  best config")

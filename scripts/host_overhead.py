@@ -38,8 +38,15 @@ def main() -> None:
                     name = impl.name + ("" if mode == "1" or impl.source != "ours" else " (triton launch)")
                     out.append({"op": op, "impl": name, "shape": list(shape), "host_us": t.median_us, "n": t.n})
                     print(f"{op:18} {name:32} {shape[0]:>5}x{shape[1]:<5} {t.median_us:8.2f} us")
+    from triton import knobs
+
+    from ridgeline.kernels import rmsnorm as k
+
+    diag = {"fast_launches": k._LAUNCHER.fast_launches, "fallback_reason": k._LAUNCHER.fallback_reason,
+            "launch_enter_hook": repr(knobs.runtime.launch_enter_hook)}
+    print(diag)
     with open(sys.argv[1], "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump({"diagnostics": diag, "results": out}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -107,24 +107,58 @@ def test_summarize_trace(tmp_path):
     assert [r["name"] for r in rows] == ["_rms_norm_kernel", "elementwise"]
 
 
-# --- specialization of our launch --------------------------------------------------------------------------
-def test_specialization_matches_the_runtime_rules():
+# --- the launches our wrappers make, and their specialization ----------------------------------------------
+def test_capture_launch_records_what_the_library_passes():
     import torch
 
-    one = P._rmsnorm_launch("rmsnorm", "ridgeline", (1, 4096), torch.bfloat16, "", 132)
+    (one,) = P.capture_launches("rmsnorm", "ridgeline", (1, 4096), torch.bfloat16, sm_count=132)
     kernel = P._as_jit(one.kernel)
-    sig, consts, attrs = P.specialization(kernel, one.args)
     names = [p.name for p in kernel.params]
-    assert consts["M"] == 1 and sig["M"] == "constexpr"  # an int equal to 1 is a constant
-    assert sig["X"] == "*bf16" and (names.index("X"),) in attrs
-    assert sig["N"] == "i32" and (names.index("N"),) in attrs  # 4096 % 16 == 0
-    assert consts["BLOCK_N"] == 4096 and one.grid == 1
-    odd = P._rmsnorm_launch("fused_add_rmsnorm", "ridgeline", (4096, 4100), torch.bfloat16, "strided", 132)
-    sig, consts, attrs = P.specialization(kernel, odd.args)
-    assert (names.index("N"),) not in attrs and consts["HAS_RESIDUAL"] is True
-    assert consts["X_ALIGN"] == 1 and consts["Y_ALIGN"] == 4  # stride 4113 is odd; the fresh output is 4100
-    assert odd.grid == 528 and odd.num_warps == 16
-    with pytest.raises(ValueError, match="binding"):
+    assert set(one.args) == set(names) and one.grid == 1 and one.num_warps >= 1
+    assert all(isinstance(one.args[n], P.TensorArg) for n in ("X", "Y", "W"))
+    sig, consts, attrs = P.specialization(kernel, one.args)
+    assert consts["BLOCK_N"] == 4096 and consts["HAS_RESIDUAL"] is False
+    assert sig["X"] == "*bf16" and (names.index("X"),) in attrs  # torch allocations are 16-byte aligned
+    assert consts.get("M") == 1 or sig.get("M") == "constexpr"  # an int equal to 1 is a constant
+    (wide,) = P.capture_launches("rmsnorm", "ridgeline", (65536, 4096), torch.bfloat16, sm_count=132)
+    assert wide.grid > 132  # the grid a CUDA device gets, not the interpreter's
+    (odd,) = P.capture_launches("fused_add_rmsnorm", "ridgeline", (4096, 4100), torch.bfloat16, "strided")
+    _, consts, _ = P.specialization(kernel, odd.args)
+    assert consts["HAS_RESIDUAL"] is True and consts["X_ALIGN"] == 1  # rows 4113 elements apart: no alignment
+    assert odd.config  # the wrapper's own description of its launch configuration
+    with pytest.raises(ValueError, match="not a Triton kernel"):
+        P.capture_launches("rmsnorm", "torch-eager", (4, 64), torch.bfloat16)
+
+
+def test_capture_leaves_the_module_as_it_was():
+    import torch
+
+    from ridgeline.kernels import rmsnorm as K
+
+    before = {k: v for k, v in vars(K).items()}
+    P.capture_launches("fused_add_rmsnorm", "ridgeline-inplace", (8, 64), torch.float16)
+    assert all(vars(K)[k] is v for k, v in before.items())
+    assert all(not isinstance(getattr(v, "fn", None), P._Recorder) for v in vars(K).values())
+
+
+def test_specialization_rules():
+    import torch
+
+    (one,) = P.capture_launches("rmsnorm", "ridgeline", (7, 64), torch.float32)
+    kernel = P._as_jit(one.kernel)
+    args = dict(one.args)
+    ints = [p.name for p in kernel.params if not p.is_constexpr and isinstance(args[p.name], int)]
+    args[ints[0]], args[ints[1]] = 1, 48
+    sig, consts, attrs = P.specialization(kernel, args)
+    names = [p.name for p in kernel.params]
+    assert sig[ints[0]] == "constexpr" and consts[ints[0]] == 1
+    assert sig[ints[1]] == "i32" and (names.index(ints[1]),) in attrs
+    args[ints[1]] = 2**40 + 3
+    assert P.specialization(kernel, args)[0][ints[1]] == "i64"
+    tensor = next(n for n in names if isinstance(args[n], P.TensorArg))
+    args[tensor] = P.TensorArg(torch.float32, aligned=False)
+    assert (names.index(tensor),) not in P.specialization(kernel, args)[2]
+    with pytest.raises(ValueError, match="launch gives"):
         P.specialization(kernel, {**one.args, "EXTRA": 1})
 
 
@@ -144,11 +178,11 @@ def aot_profile(tmp_path_factory) -> dict:
 def test_aot_compile_facts(aot_profile):
     (k,) = aot_profile["kernels"]
     assert k["name"] == "_rms_norm_kernel" and k["source"] == "aot" and k["target"] == "cuda:90"
-    assert k["registers"] > 0 and k["num_warps"] == 8 and k["spill_stores_bytes"] == 0
+    assert k["registers"] > 0 and k["num_warps"] >= 1 and k["spill_stores_bytes"] == 0
     assert k["sass"]["global_loads"].get("128", 0) > 0 and k["sass"]["global_stores"].get("128", 0) > 0
     assert k["sass"]["tensor_cores"] == "none"
     assert 0 < k["occupancy"]["occupancy"] <= 1
-    assert aot_profile["launch"]["grid"] == 1056 and aot_profile["ideal_bytes"] == 2 * 4096 * 4096 * 2 + 4096 * 2
+    assert aot_profile["launch"]["grid"] >= 132 and aot_profile["ideal_bytes"] == 2 * 4096 * 4096 * 2 + 4096 * 2
 
 
 def test_aot_files_written(aot_profile):
@@ -212,15 +246,47 @@ def test_profile_command(tmp_path):
 
 
 # --- GPU (device machine) ----------------------------------------------------------------------------------
+def _profile_in_fresh_process(tmp_path: Path, *args: str) -> dict:
+    """A fresh process has compiled nothing yet, so the kernel the profiled call compiles is new in the JIT cache."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from ridgeline.harness.profile import profile; "
+            "p = profile(sys.argv[1], sys.argv[2], tuple(int(d) for d in sys.argv[3].split('x')), sys.argv[4], "
+            "out_dir=sys.argv[5]); print('PROFILE', json.dumps(p))")
+    env = {**os.environ, "PYTHONPATH": str(Path(P.__file__).resolve().parents[2])}
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-c", code, *args, str(tmp_path)], capture_output=True, text=True,
+                         timeout=600, env=env, check=False)
+    line = next((ln for ln in res.stdout.splitlines() if ln.startswith("PROFILE ")), None)
+    assert line, res.stderr[-3000:]
+    return json.loads(line[len("PROFILE "):])
+
+
 @pytest.mark.gpu
 def test_profile_gpu_jit_cache_and_trace(tmp_path):
-    prof = P.profile("rmsnorm", "ridgeline", (4096, 4096), "bf16", out_dir=tmp_path)
+    prof = _profile_in_fresh_process(tmp_path, "rmsnorm", "ridgeline", "4096x4096", "bf16")
     (k,) = [k for k in prof["kernels"] if k["name"] == "_rms_norm_kernel"]
     assert k["source"] == "jit-cache" and k["registers"] > 0
     assert k.get("driver_registers") in (None, k["registers"])
     assert k["sass"]["global_loads"].get("128", 0) > 0
     assert (tmp_path / prof["kineto"]["trace"]).is_file()
     assert any("_rms_norm_kernel" in r["name"] for r in prof["kineto"]["kernels"])
+    assert prof["launch"]["grid"] >= 1 and prof["launch"]["sm_count"] > 0
+
+
+@pytest.mark.gpu
+def test_profile_gpu_kernel_compiled_earlier_in_process(tmp_path):
+    import torch
+
+    from ridgeline import rms_norm
+
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    rms_norm(x, torch.ones(4096, device="cuda", dtype=torch.bfloat16))  # same specialization as below
+    prof = P.profile("rmsnorm", "ridgeline", (64, 4096), "bf16", out_dir=tmp_path, kineto=False)
+    (k,) = prof["kernels"]
+    assert k["source"] in ("jit-cache", "aot") and k["registers"] > 0
 
 
 @pytest.mark.gpu

@@ -220,8 +220,12 @@ def runs(
 
 def _register_optional_commands() -> None:
     """Commands that live beside their library code (each module keeps its own options)."""
+    from ridgeline.report.cli import compare_command, profile_command, report_command
     from ridgeline.vram.cli import vram_command
 
+    app.command("report")(report_command)
+    app.command("compare")(compare_command)
+    app.command("profile")(profile_command)
     app.command("vram", help="VRAM budget for LLM serving: weights, KV cache, tokens that fit.")(vram_command)
 
 

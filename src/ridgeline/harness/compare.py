@@ -42,7 +42,7 @@ def parse_threshold(text: str | float) -> float:
 
 
 def _samples(m: dict[str, Any]) -> np.ndarray:
-    raw = m.get("samples_us") or []
+    raw = m.get("samples_us") if isinstance(m.get("samples_us"), list) else []
     vals = np.asarray([x for x in raw if isinstance(x, (int, float)) and not isinstance(x, bool)], dtype=np.float64)
     return vals[np.isfinite(vals) & (vals > 0)]
 
@@ -150,9 +150,11 @@ def _as_dict(r: RunRecord | dict[str, Any]) -> dict[str, Any]:
 
 def _key(m: dict[str, Any]) -> tuple | None:
     try:
-        return measurement_key(m)
+        key = measurement_key(m)
+        hash(key)
+        return key
     except (KeyError, TypeError):
-        return None
+        return None  # a malformed measurement cannot be matched; it is left out rather than crash the comparison
 
 
 def _order(key: tuple) -> tuple:
@@ -160,8 +162,11 @@ def _order(key: tuple) -> tuple:
 
 
 def _failed(record: dict[str, Any]) -> set[tuple]:
-    return {(c.get("op"), c.get("impl"), tuple(c.get("shape") or ()), c.get("dtype"), c.get("variant") or "")
-            for c in record.get("checks") or [] if c.get("passed") is False}
+    out = set()
+    for c in record.get("checks") or []:
+        if isinstance(c, dict) and c.get("passed") is False and isinstance(c.get("shape"), list):
+            out.add((c.get("op"), c.get("impl"), tuple(c["shape"]), c.get("dtype"), c.get("variant") or ""))
+    return out
 
 
 def _median(m: dict[str, Any], samples: np.ndarray) -> float | None:

@@ -25,9 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -335,45 +336,239 @@ def jit_new_kernels(before: set[int]) -> list[Any]:
     return sorted(new, key=lambda k: str(_meta(k, "name") or ""))
 
 
-# --- ahead-of-time compilation of the kernels ridgeline launches itself -----------------------------------
+# --- the launches our wrappers make, recorded instead of run ---------------------------------------------
 @dataclass(frozen=True)
 class TensorArg:
-    """Stands in for a tensor argument: its dtype; torch allocations are 16-byte aligned."""
+    """Stands in for a tensor argument: its dtype and whether its address is 16-byte aligned."""
 
     dtype: Any
+    aligned: bool = True
 
 
 @dataclass
 class TritonLaunch:
+    """One `kernel[grid](*args, **kwargs)` call: every parameter by name, and the compile options."""
+
     kernel: Any
     args: dict[str, Any]
     num_warps: int
     grid: int
     config: str
     num_stages: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         return {"grid": self.grid, "block_threads": self.num_warps * 32, "config": self.config}
 
 
-def _tl_type(dtype: Any) -> str:
+@dataclass(frozen=True)
+class KernelFamily:
+    """Where an op's Triton wrappers live, and how to build inputs on the meta device (shape and strides only:
+    a launch can be recorded for any size without memory or a GPU)."""
+
+    module: str
+    meta_inputs: Callable[[str, tuple[int, ...], Any, str], dict[str, Any]]
+    describe: Callable[[tuple[int, ...], Any], str] | None = None
+    grid: Callable[[tuple[int, ...], Any, int], int] | None = None  # the grid a CUDA device would get
+
+
+def _rmsnorm_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str) -> dict[str, Any]:
     import torch
 
-    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8e4nv",
-             torch.float8_e5m2: "fp8e5", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8",
-             torch.uint8: "u8", torch.bool: "i1"}
-    if dtype not in names:
-        raise ValueError(f"profile: no Triton pointer type for {dtype}")
-    return names[dtype]
+    from ridgeline.specs.rmsnorm import EPS, STRIDE_PAD
+
+    n = shape[-1]
+
+    def rows() -> Any:  # the spec's layouts: contiguous rows, or rows inside a buffer STRIDE_PAD wider
+        if "strided" in variant:
+            return torch.empty((*shape[:-1], n + STRIDE_PAD), dtype=dtype, device="meta")[..., :n]
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    wdtype = torch.float32 if "w-fp32" in variant else dtype
+    inputs = {"x": rows(), "weight": torch.empty((n,), dtype=wdtype, device="meta"), "eps": EPS}
+    if op == "fused_add_rmsnorm":
+        inputs["residual"] = rows()
+    return inputs
+
+
+def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any) -> str:
+    from ridgeline.kernels.rmsnorm import launch_config
+
+    return launch_config(shape[-1], dtype).describe()
+
+
+def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int) -> int:
+    import torch
+
+    from ridgeline.kernels import rmsnorm as K
+
+    cfg = K.launch_config(shape[-1], dtype)
+    with _patched(K, {"multiprocessor_count": lambda device: sm_count, "interpreter_enabled": lambda: False}):
+        return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
+
+
+# op -> its Triton kernel family; every implementation of source "ours" of these ops is profiled through it.
+FAMILIES: dict[str, KernelFamily] = {
+    "rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe, _rmsnorm_grid),
+    "fused_add_rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe,
+                                      _rmsnorm_grid),
+}
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _is_kernel(obj: Any) -> bool:
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    return isinstance(obj, JITFunction) or type(obj).__name__ == "InterpretedFunction"
+
+
+class _Recorder:
+    """Takes a kernel's place: `rec[grid](*args, **kwargs)` records the call and launches nothing."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.calls: list[tuple[Any, tuple, dict]] = []
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((grid, args, kwargs))
+
+        return launch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kernel, name)
+
+
+class _patched:
+    """Set attributes of an object for the duration of a `with` block (only those it has)."""
+
+    def __init__(self, obj: Any, values: dict[str, Any]) -> None:
+        self.obj, self.values, self.old = obj, values, {}
+
+    def __enter__(self) -> None:
+        for k, v in self.values.items():
+            if hasattr(self.obj, k):
+                self.old[k] = getattr(self.obj, k)
+                setattr(self.obj, k, v)
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.old.items():
+            setattr(self.obj, k, v)
+
+
+def _kernel_slots(module: Any) -> list[tuple[Any, str, Any]]:
+    """Where the module keeps kernels: its globals, and the `.fn` of launcher objects among them."""
+    slots = []
+    for name, obj in list(vars(module).items()):
+        if _is_kernel(obj):
+            slots.append((module, name, obj))
+        elif not isinstance(obj, (type, types.ModuleType)):
+            try:
+                inner = getattr(obj, "fn", None)
+            except Exception:  # a global whose attribute access fails is not a launcher
+                continue
+            if _is_kernel(inner):
+                slots.append((obj, "fn", inner))
+    return slots
+
+
+def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, variant: str = "",
+                     inputs: dict[str, Any] | None = None, sm_count: int = 132) -> list[TritonLaunch]:
+    """Call our implementation the way the harness does, with its Triton kernels replaced by recorders, and
+    return the launches it made: exactly the arguments, constexprs and num_warps the library picks. Inputs
+    default to meta-device tensors (no GPU, no memory); real CUDA inputs give the exact grid and alignment."""
+    import importlib
+
+    import torch
+
+    from ridgeline.registry import get_spec, resolve
+
+    fam = FAMILIES.get(op)
+    implementation = resolve(op, impl)
+    if fam is None or implementation.source != "ours":
+        raise ValueError(f"profile: {op}/{impl} is not a Triton kernel of ridgeline's (known: ours of "
+                         f"{', '.join(FAMILIES)})")
+    if not implementation.available:
+        raise ValueError(f"profile: {op}/{impl} is unavailable: {implementation.reason}")
+    shape = tuple(int(d) for d in shape)
+    on_meta = inputs is None
+    if inputs is None:
+        inputs = fam.meta_inputs(op, shape, dtype, variant)
+    module = importlib.import_module(fam.module)
+    recorders: list[_Recorder] = []
+    restore: list[tuple[Any, str, Any]] = []
+    env_old = os.environ.get("RIDGELINE_FAST_LAUNCH")
+    try:
+        os.environ["RIDGELINE_FAST_LAUNCH"] = "0"  # the fast path would launch a cached kernel past the recorder
+        for obj, attr, kernel in _kernel_slots(module):
+            rec = _Recorder(kernel)
+            recorders.append(rec)
+            restore.append((obj, attr, kernel))
+            setattr(obj, attr, rec)
+        with _patched(module, {"require_runnable_device": lambda *a, **k: None,
+                               "multiprocessor_count": lambda device: sm_count}):
+            get_spec(op).call(implementation.fn, inputs)
+    finally:
+        for obj, attr, kernel in reversed(restore):
+            setattr(obj, attr, kernel)
+        if env_old is None:
+            os.environ.pop("RIDGELINE_FAST_LAUNCH", None)
+        else:
+            os.environ["RIDGELINE_FAST_LAUNCH"] = env_old
+    launches = []
+    for rec in recorders:
+        for grid, args, kwargs in rec.calls:
+            launch = _launch_from_call(rec.kernel, grid, args, kwargs, torch.Tensor)
+            if fam.describe is not None:
+                launch.config = fam.describe(shape, dtype)
+            if on_meta and fam.grid is not None:
+                try:  # on the meta device the wrapper computes a CPU grid; ask for the CUDA one
+                    launch.grid = fam.grid(shape, dtype, sm_count)
+                except Exception:
+                    pass
+            launches.append(launch)
+    if not launches:
+        raise ValueError(f"profile: calling {op}/{impl} at {shape} launched no Triton kernel (an empty shape?)")
+    return launches
+
+
+def _launch_from_call(kernel: Any, grid: Any, args: tuple, kwargs: dict[str, Any], tensor_type: type) -> TritonLaunch:
+    jit = _as_jit(kernel)
+    names = [p.name for p in jit.params]
+    bound: dict[str, Any] = dict(zip(names, args))
+    options: dict[str, Any] = {}
+    for k, v in kwargs.items():
+        (bound if k in names else options)[k] = v
+    for p in jit.params:
+        if p.name not in bound and p.has_default:
+            bound[p.name] = p.default
+    for k, v in list(bound.items()):
+        if isinstance(v, tensor_type):
+            aligned = v.device.type == "meta" or v.data_ptr() % 16 == 0
+            bound[k] = TensorArg(v.dtype, aligned)
+    g = grid(bound) if callable(grid) else grid
+    g0 = int(g[0]) if isinstance(g, (tuple, list)) else int(g)
+    num_warps = int(options.pop("num_warps", 4))
+    num_stages = options.pop("num_stages", None)
+    consts = " ".join(f"{p.name}={bound.get(p.name)}" for p in jit.params if p.is_constexpr)
+    return TritonLaunch(kernel, bound, num_warps, g0, f"{consts} warps={num_warps}", num_stages, options)
 
 
 def specialization(kernel: Any, args: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict]:
-    """Signature, constexprs and attributes the Triton runtime would derive from these arguments:
-    ints equal to 1 become constants, ints and pointers divisible by 16 get tt.divisibility 16."""
+    """Signature, constexprs and attributes the Triton runtime derives from these arguments: ints equal to 1
+    become constants, ints divisible by 16 and 16-byte aligned pointers get tt.divisibility 16."""
     names = [p.name for p in kernel.params]
     if set(names) != set(args):
-        raise ValueError(f"profile: kernel {getattr(kernel, '__name__', kernel)} takes {names}, the binding gives "
-                         f"{sorted(args)}: update the binding in harness/profile.py")
+        raise ValueError(f"profile: kernel {getattr(kernel, '__name__', kernel)} takes {names}, the launch gives "
+                         f"{sorted(args)}")
     sig: dict[str, str] = {}
     consts: dict[str, Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
@@ -385,7 +580,8 @@ def specialization(kernel: Any, args: dict[str, Any]) -> tuple[dict[str, str], d
             sig[p.name], consts[p.name] = "constexpr", v
         elif isinstance(v, TensorArg):
             sig[p.name] = "*" + _tl_type(v.dtype)
-            attrs[(i,)] = div16
+            if v.aligned and not getattr(p, "do_not_specialize_on_alignment", False):
+                attrs[(i,)] = div16
         elif isinstance(v, bool):
             sig[p.name] = "u1"
         elif isinstance(v, int):
@@ -397,56 +593,22 @@ def specialization(kernel: Any, args: dict[str, Any]) -> tuple[dict[str, str], d
                 attrs[(i,)] = div16
         elif isinstance(v, float):
             sig[p.name] = "fp32"
+        elif v is None:
+            sig[p.name], consts[p.name] = "constexpr", None
         else:
             raise ValueError(f"profile: cannot specialize argument {p.name}={v!r}")
     return sig, consts, attrs
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _rmsnorm_launch(op: str, impl: str, shape: tuple[int, ...], dtype: Any, variant: str,
-                    sm_count: int) -> TritonLaunch:
-    """The arguments kernels/rmsnorm.py `_launch` passes for this case (kept in step with that function)."""
+def _tl_type(dtype: Any) -> str:
     import torch
 
-    from ridgeline.kernels import rmsnorm as K
-    from ridgeline.kernels._launch import stride_alignment
-    from ridgeline.specs.rmsnorm import EPS, STRIDE_PAD
-
-    n, m = shape[-1], _numel(shape[:-1])
-    cfg = K.launch_config(n, dtype)
-    fused = op == "fused_add_rmsnorm"
-    in_stride = n + STRIDE_PAD if "strided" in variant else n
-    # Strides of X, R, RO, Y. Without a residual R and RO alias X and Y; in place, out and residual_out are
-    # written into x and residual; otherwise the outputs are fresh contiguous tensors.
-    strides = [in_stride] * 4 if impl.endswith("-inplace") else [in_stride, in_stride, n, n]
-    aligns = [stride_alignment(s) for s in strides]
-    wdtype = torch.float32 if "w-fp32" in variant else dtype
-    args = {
-        "X": TensorArg(dtype), "x_stride_q": strides[0] // aligns[0],
-        "R": TensorArg(dtype), "r_stride_q": strides[1] // aligns[1],
-        "RO": TensorArg(dtype), "ro_stride_q": strides[2] // aligns[2],
-        "W": TensorArg(wdtype), "Y": TensorArg(dtype), "y_stride_q": strides[3] // aligns[3],
-        "M": m, "N": n, "eps": float(EPS), "weight_offset": 0.0,
-        "X_ALIGN": aligns[0], "R_ALIGN": aligns[1], "RO_ALIGN": aligns[2], "Y_ALIGN": aligns[3],
-        "HAS_RESIDUAL": fused, "HAS_WEIGHT": True, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass,
-    }
-    grid = max(1, min(m, sm_count * max(1, 64 // cfg.num_warps)))  # as kernels/rmsnorm.py `_grid`
-    return TritonLaunch(K._rms_norm_kernel, args, cfg.num_warps, grid, cfg.describe())
-
-
-# (op, impl) -> how to build its Triton launch; add an entry when adding a Triton kernel of ours.
-LaunchBuilder = Callable[[str, str, tuple[int, ...], Any, str, int], TritonLaunch]
-BINDINGS: dict[tuple[str, str], LaunchBuilder] = {
-    ("rmsnorm", "ridgeline"): _rmsnorm_launch,
-    ("fused_add_rmsnorm", "ridgeline"): _rmsnorm_launch,
-    ("fused_add_rmsnorm", "ridgeline-inplace"): _rmsnorm_launch,
-}
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8e4nv",
+             torch.float8_e5m2: "fp8e5", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8",
+             torch.uint8: "u8", torch.bool: "i1"}
+    if dtype not in names:
+        raise ValueError(f"profile: no Triton pointer type for {dtype}")
+    return names[dtype]
 
 
 def _as_jit(kernel: Any) -> Any:
@@ -466,14 +628,14 @@ def _interpreter_on() -> bool:
 
 
 def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
-    """triton.compile for a CUDA target with no GPU needed (Triton's bundled ptxas builds the cubin)."""
+    """triton.compile for a CUDA target; no GPU needed (Triton's bundled ptxas builds the cubin)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     kernel = _as_jit(launch.kernel)
     sig, consts, attrs = specialization(kernel, launch.args)
-    options: dict[str, Any] = {"num_warps": launch.num_warps}
+    options: dict[str, Any] = {**launch.options, "num_warps": launch.num_warps}
     if launch.num_stages is not None:
         options["num_stages"] = launch.num_stages
     return triton.compile(ASTSource(kernel, sig, consts, attrs), target=GPUTarget("cuda", arch, 32),
@@ -482,22 +644,29 @@ def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
 
 def aot_kernel_facts(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant: str, arch: int,
                      out_dir: Path, sm_count: int | None = None) -> dict[str, Any]:
-    """Compile our kernel for `arch` ahead of time and collect its facts. In a process where Triton's
-    interpreter is on (it swaps triton.language for Python), this runs in a clean child process instead."""
+    """Record the launches our implementation makes, compile each for `arch` ahead of time, collect the facts.
+    Where Triton's interpreter is on (it swaps triton.language for Python) this runs in a clean child process."""
     if _interpreter_on():
         return _in_child(["aot", op, impl, "x".join(map(str, shape)), dtype_name, variant, str(arch),
                           str(out_dir), str(sm_count or 0)])
     from ridgeline.specs.base import parse_dtype
 
-    build = BINDINGS.get((op, impl))
-    if build is None:
-        raise ValueError(f"profile: no ahead-of-time binding for {op}/{impl}")
-    launch = build(op, impl, shape, parse_dtype(dtype_name), variant, sm_count or DEFAULT_SM_COUNT.get(arch, 132))
-    ck = aot_compile(launch, arch)
-    facts = kernel_facts(ck, out_dir, "aot", _meta(ck, "name") or "kernel", arch)
-    sig, consts, _ = specialization(_as_jit(launch.kernel), launch.args)
-    facts["constexprs"] = {k: v for k, v in consts.items() if isinstance(v, (int, float, bool, str))}
-    return {"kernels": [facts], "launch": launch.describe()}
+    sms = sm_count or DEFAULT_SM_COUNT.get(arch, 132)
+    launches = capture_launches(op, impl, shape, parse_dtype(dtype_name), variant, sm_count=sms)
+    return {"kernels": compile_launches(launches, arch, out_dir), "launch": launches[0].describe() | {"sm_count": sms}}
+
+
+def compile_launches(launches: list[TritonLaunch], arch: int, out_dir: Path) -> list[dict[str, Any]]:
+    """Compile recorded launches for `arch` and collect each kernel's facts."""
+    kernels = []
+    for i, launch in enumerate(launches):
+        ck = aot_compile(launch, arch)
+        name = str(_meta(ck, "name") or "kernel")
+        facts = kernel_facts(ck, out_dir, "aot", name if len(launches) == 1 else f"{name}-{i}", arch)
+        _, consts, _ = specialization(_as_jit(launch.kernel), launch.args)
+        facts["constexprs"] = {k: v for k, v in consts.items() if isinstance(v, (int, float, bool, str))}
+        kernels.append(facts)
+    return kernels
 
 
 def _child_env(clean_interpreter: bool) -> dict[str, str]:
@@ -654,14 +823,12 @@ def run_kineto(spec: Any, fn: Any, inputs: dict[str, Any], out_dir: Path, calls:
 
 # --- the profile -------------------------------------------------------------------------------------------
 def _cuda_ready() -> tuple[bool, str]:
-    if _interpreter_on():
-        return False, "TRITON_INTERPRET is set: kernels run in Triton's CPU interpreter"
-    try:
-        import torch
-    except ImportError:
-        return False, "torch is not installed"
+    import torch
+
     if not torch.cuda.is_available():
         return False, "no CUDA GPU visible to torch"
+    if _interpreter_on():
+        return False, "TRITON_INTERPRET is set: kernels would run in Triton's CPU interpreter; unset it"
     return True, ""
 
 
@@ -704,7 +871,7 @@ def profile(
         "notes": [], "out_dir": str(out),
     }
     skip = prof["not_collected"]
-    binding = BINDINGS.get((op, impl))
+    family = op in FAMILIES and implementation.source == "ours"
     device: dict[str, Any] = {"cuda": cuda}
     if cuda:
         import torch
@@ -717,33 +884,64 @@ def profile(
     if not implementation.available:
         skip.append({"what": "running the implementation", "why": implementation.reason})
     inputs = fn = None
+    ran = False
     if cuda and implementation.available:
         import torch
 
-        inputs = spec.make_inputs(Case(shape, tdtype, variant), "cuda", seed=0)
-        fn = implementation.fn
-        before = jit_snapshot()
-        spec.call(fn, inputs)
-        torch.cuda.synchronize()
-        compiled = jit_new_kernels(before)
+        try:
+            inputs = spec.make_inputs(Case(shape, tdtype, variant), "cuda", seed=0)
+            fn = implementation.fn
+            before = jit_snapshot()
+            spec.call(fn, inputs)
+            torch.cuda.synchronize()
+            compiled = jit_new_kernels(before)
+            ran = True
+        except Exception as e:  # the failure is the finding; keep what can still be collected
+            inputs = fn = None
+            compiled = []
+            skip.append({"what": "running the implementation", "why": f"{type(e).__name__}: {e}"})
         names = Counter(str(_meta(k, "name")) for k in compiled)
         for i, ck in enumerate(compiled):
             name = str(_meta(ck, "name") or "kernel")
             stem = name if names[name] == 1 else f"{name}-{i}"
-            prof["kernels"].append(kernel_facts(ck, out, "jit-cache", stem))
+            try:
+                prof["kernels"].append(kernel_facts(ck, out, "jit-cache", stem))
+            except Exception as e:
+                skip.append({"what": f"compile facts of {name}", "why": f"{type(e).__name__}: {e}"})
         if compiled:
             prof["collected"].append(f"compile facts and SASS of {len(compiled)} Triton kernel(s) from the JIT cache")
-    if not prof["kernels"] and binding is not None:
+    launches: list[TritonLaunch] = []
+    if ran and family:
+        try:  # the launch our wrapper makes for these very inputs: exact grid and alignments
+            launches = capture_launches(op, impl, shape, tdtype, variant, inputs, device["sm_count"])
+            prof["launch"] = launches[0].describe() | {"sm_count": device["sm_count"]}
+        except Exception as e:
+            prof["notes"].append(f"Launch not recorded: {type(e).__name__}: {e}")
+    if not prof["kernels"] and launches:
+        # Compiled before this call in this process, so not new in the JIT cache: compile the recorded launch.
+        try:
+            prof["kernels"] = compile_launches(launches, target_arch, out)
+            prof["collected"].append(f"compile facts and SASS of the recorded launch, compiled for sm_{target_arch}")
+            prof["notes"].append("The kernel was already compiled in this process before the profiled call; the "
+                                 "launch it made was recorded and compiled again with the same specialization.")
+        except Exception as e:
+            skip.append({"what": "compile facts",
+                         "why": f"compiling the recorded launch failed: {type(e).__name__}: {e}"})
+    if not prof["kernels"] and family and implementation.available:
         try:
             aot = aot_kernel_facts(op, impl, shape, dname, variant, target_arch, out, device.get("sm_count"))
             prof["kernels"] = aot["kernels"]
+            prof.setdefault("launch", aot["launch"])
             prof["collected"].append(f"compile facts and SASS from ahead-of-time compilation for sm_{target_arch}")
-            if not cuda:
+            if cuda:
+                prof["notes"].append(f"The call did not run on the GPU, so the kernel was compiled ahead of time for "
+                                     f"sm_{target_arch} with the launch ridgeline makes for meta-device inputs.")
+            else:
                 prof["notes"].append(
-                    f"No GPU here ({why_not}): the kernel was compiled ahead of time for sm_{target_arch} with the "
-                    "launch configuration ridgeline picks and tensors assumed 16-byte aligned (as torch allocates "
-                    "them). Registers, spills, PTX and SASS are what a GPU run compiles; timing-dependent facts "
-                    "(ncu, trace) need a GPU.")
+                    f"No GPU here ({why_not}): the launch ridgeline makes was recorded on meta-device inputs and "
+                    f"compiled ahead of time for sm_{target_arch}, tensors taken as 16-byte aligned (as torch "
+                    "allocates them). Registers, spills, PTX and SASS are what a GPU run compiles; ncu and the "
+                    "trace need a GPU.")
         except Exception as e:  # a compile failure is itself a finding: report it, keep the rest
             skip.append({"what": "compile facts", "why": f"ahead-of-time compilation failed: {type(e).__name__}: {e}"})
     elif not prof["kernels"]:
@@ -751,10 +949,6 @@ def profile(
                "triton.jit, as torch.compile's Inductor does)") if cuda else (
                f"{impl} is not a Triton kernel ridgeline can compile ahead of time, and {why_not}")
         skip.append({"what": "compile facts and SASS", "why": why})
-    if binding is not None:
-        sms = device.get("sm_count") or DEFAULT_SM_COUNT.get(target_arch, 132)
-        launch = binding(op, impl, shape, tdtype, variant, sms)
-        prof["launch"] = launch.describe() | {"sm_count": sms}
 
     if ncu:
         if not cuda:
@@ -780,7 +974,7 @@ def profile(
             prof["collected"].append("torch profiler (Kineto) trace")
         except Exception as e:
             skip.append({"what": "torch profiler trace", "why": f"{type(e).__name__}: {e}"})
-    if implementation.source != "ours" and binding is None:
+    if not family:
         prof["notes"].append(f"{impl} is a peer: compile facts come only from Triton kernels it launches through "
                              "triton.jit on a GPU; Nsight Compute and the trace apply to any implementation.")
     (out / "profile.json").write_text(json.dumps(prof, indent=1) + "\n")

@@ -134,7 +134,7 @@ def time_graph(
 
 def time_host(fn: Callable[[], Any], budget_s: float = 1.0, calls_per_round: int = 100) -> Timing:
     """Host time per eager call: enqueue a burst without synchronizing (the GPU queue never fills)."""
-    for _ in range(3):
+    for _ in range(calls_per_round):  # warm the interpreter's caches and the CPU clock before counting
         fn()
     torch.cuda.synchronize()
 

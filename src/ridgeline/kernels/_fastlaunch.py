@@ -28,17 +28,16 @@ def _raw_stream(index: int | None) -> int:
     return get(index) if get is not None else torch.cuda.current_stream(index).cuda_stream
 
 
-def _enabled() -> bool:
-    return os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0" and _knobs is not None
+_ENABLED = _knobs is not None
 
 
 def _arg_key(a: Any) -> Any:
     if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0)
+        return (a.dtype, a.data_ptr() & 15 == 0)
     if isinstance(a, bool):
         return ("b", a)
     if isinstance(a, int):
-        return ("i", a == 1, a % 16 == 0, -(2**31) <= a < 2**31)
+        return ("i", a == 1, a & 15 == 0, -(2**31) <= a < 2**31)
     if isinstance(a, float):
         return "f"
     return ("?", a)
@@ -55,24 +54,31 @@ class CachedLauncher:
         self.fn = fn
         self._compiled: dict[tuple, Any] = {}
         self.fast_launches = 0
+        self.fallback_reason = "" if _ENABLED else "this Triton has no triton.knobs"
 
     def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int) -> None:
-        fast = _enabled() and args[0].is_cuda
+        fast = _ENABLED and args[0].is_cuda and os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0"
         if fast:
-            key = (tuple(constexprs.items()), num_warps, tuple(map(_arg_key, args)))
+            key = (*constexprs.values(), num_warps, *map(_arg_key, args))
             kernel = self._compiled.get(key)
-            runtime = _knobs.runtime
-            if kernel is not None and runtime.launch_enter_hook is None and runtime.launch_exit_hook is None:
+            if kernel is not None:
                 stream = _raw_stream(args[0].device.index)
-                kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None,
+                runtime = _knobs.runtime
+                enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+                # With a profiler's hook installed, hand it the same metadata Triton would.
+                meta = kernel.launch_metadata((grid, 1, 1), stream, *args, *constexprs.values()) if enter else None
+                kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, meta, enter, leave,
                            *args, *constexprs.values())
                 self.fast_launches += 1
                 return
         kernel = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
         if hasattr(kernel, "result"):  # an asynchronous compile hands back a future
             kernel = kernel.result()
-        if fast and self._usable(kernel, len(args) + len(constexprs)):
-            self._compiled[key] = kernel
+        if fast:
+            if self._usable(kernel, len(args) + len(constexprs)):
+                self._compiled[key] = kernel
+            else:
+                self.fallback_reason = f"compiled kernel {type(kernel).__name__} lacks the expected internals"
 
     def _usable(self, kernel: Any, n_params: int) -> bool:
         """Only keep kernels whose internals look like the ones this fast path was written against."""

@@ -66,10 +66,7 @@ def stride_alignment(stride: int, limit: int = 16) -> int:
     """
     if stride == 0:
         return limit
-    a = 1
-    while a < limit and stride % (a * 2) == 0:
-        a *= 2
-    return a
+    return min(stride & -stride, limit)  # lowest set bit
 
 
 def rows_view(name: str, t: torch.Tensor) -> torch.Tensor:

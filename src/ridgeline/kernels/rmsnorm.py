@@ -8,6 +8,7 @@ reduced by one program in a fixed order: outputs are batch invariant and determi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -114,6 +115,7 @@ class LaunchConfig:
         return f"{mode} BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}"
 
 
+@functools.lru_cache(maxsize=1024)
 def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
     """Block width, passes and warps from the hidden size and element size (never from M: batch invariance).
 
@@ -134,9 +136,13 @@ def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
     return LaunchConfig(block_n=block, single_pass=True, num_warps=warps)
 
 
+# Read once: Triton decided at import (when the kernel was decorated) whether it interprets.
+_INTERPRETED = interpreter_enabled()
+
+
 def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
     per_sm = cfg.programs_per_sm
-    if per_sm == 0 and device.type == "cuda" and not interpreter_enabled():
+    if per_sm == 0 and not _INTERPRETED:
         return max(1, m)
     # Persistent grid-stride: at most as many programs as fit on the GPU at once (64 warps per SM on Hopper).
     # (The CPU interpreter always takes this path: few program instances keep CPU tests fast.)
@@ -174,6 +180,8 @@ def _validate_x(name: str, x: object) -> torch.Tensor:
 
 def _row_stride(t: torch.Tensor) -> int | None:
     """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
+    if t.is_contiguous():
+        return t.shape[-1]
     shape, strides = t.shape, t.stride()
     if shape[-1] > 1 and strides[-1] != 1:
         return None
@@ -228,7 +236,7 @@ def _launch(
     has_res = r is not None
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
-    xa, ra, roa, ya, na = (stride_alignment(v) for v in (x_stride, r_stride, ro_stride, y_stride, n))
+    xa, ra, roa, ya, na = map(stride_alignment, (x_stride, r_stride, ro_stride, y_stride, n))
     _LAUNCHER.launch(
         _grid(m, cfg, x.device),
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, weight if weight is not None else x,

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from ridgeline.report import tables as T
-from ridgeline.report.data import DASH, join_limited, regimes
+from ridgeline.report.data import DASH, items, join_limited, regimes
 from ridgeline.report.markdown import SEVERITY_WORD, title
 from ridgeline.report.plots import Plot, render
 from ridgeline.report.rules import evaluate, grouped
@@ -60,18 +60,16 @@ def findings_html(record: dict[str, Any]) -> str:
 
 def profiles_html(record: dict[str, Any]) -> str:
     out = []
-    for p in record.get("profiles") or []:
-        if not isinstance(p, dict):
-            continue
+    for p in items(record.get("profiles")):
         out.append(f"<h3>Profile: {escape(T.profile_title(p))}</h3>")
         if p.get("command"):
             out.append(f"<pre>{escape(str(p['command']))}</pre>")
         for t in (T.compile_table(p), T.sass_table(p), T.ncu_table(p), T.kineto_table(p)):
             out.append(table_html(t, "h4"))
-        missing = [f"{x.get('what')}: {x.get('why')}" for x in p.get("not_collected") or [] if isinstance(x, dict)]
+        missing = [f"{x.get('what')}: {x.get('why')}" for x in items(p.get("not_collected"))]
         if missing:
             out.append("<h4>Not collected</h4><ul>" + "".join(f"<li>{escape(m)}</li>" for m in missing) + "</ul>")
-        for note in p.get("notes") or []:
+        for note in (p.get("notes") if isinstance(p.get("notes"), list) else []):
             out.append(f'<p class="caption">{escape(str(note))}</p>')
     return "\n".join(x for x in out if x)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ridgeline.report import tables as T
-from ridgeline.report.data import DASH, dig, join_limited, regimes
+from ridgeline.report.data import DASH, dig, items, join_limited, regimes
 from ridgeline.report.rules import evaluate, grouped
 
 SEVERITY_WORD = {"bad": "problem", "warn": "warning", "info": "note", "good": "good"}
@@ -38,7 +38,7 @@ def table_md(table: T.Table, heading: str | None = "###") -> str:
 
 
 def title(record: dict[str, Any]) -> str:
-    ops = sorted({m.get("op", "?") for m in record.get("measurements") or []}) or [
+    ops = sorted({str(m.get("op", "?")) for m in items(record.get("measurements"))}) or [
         str(dig(record, "settings", "op") or "?")]
     gpu = dig(record, "env", "gpu") or dig(record, "env", "device_type") or "unknown device"
     return f"ridgeline {record.get('kind', 'run')}: {', '.join(ops)} on {gpu}"
@@ -61,9 +61,7 @@ def findings_md(record: dict[str, Any]) -> str:
 
 def profiles_md(record: dict[str, Any]) -> str:
     out = []
-    for p in record.get("profiles") or []:
-        if not isinstance(p, dict):
-            continue
+    for p in items(record.get("profiles")):
         out.append(f"### Profile: {T.profile_title(p)}\n")
         if p.get("command"):
             out.append(f"`{p['command']}`\n")
@@ -71,10 +69,10 @@ def profiles_md(record: dict[str, Any]) -> str:
             md = table_md(t, "####")
             if md:
                 out.append(md)
-        missing = [f"{x.get('what')}: {x.get('why')}" for x in p.get("not_collected") or [] if isinstance(x, dict)]
+        missing = [f"{x.get('what')}: {x.get('why')}" for x in items(p.get("not_collected"))]
         if missing:
             out.append("Not collected:\n" + "\n".join(f"- {_cell(m)}" for m in missing) + "\n")
-        for note in p.get("notes") or []:
+        for note in (p.get("notes") if isinstance(p.get("notes"), list) else []):
             out.append(f"> {note}\n")
     return "\n".join(out)
 

@@ -22,6 +22,8 @@ from ridgeline.report.data import (
     failed_checks,
     groups,
     impl_order,
+    items,
+    mapping,
     num,
     shape_of,
     shape_text,
@@ -51,6 +53,12 @@ class Plot:
     rendered: dict[str, bytes] = field(default_factory=dict)  # by format: markdown and HTML share one render
 
 
+def _pos(v: Any) -> float | None:
+    """A positive number a log axis can take (absurd magnitudes from a broken record are dropped)."""
+    f = num(v)
+    return f if f is not None and 1e-12 < f < 1e12 else None
+
+
 def _colors(record: dict[str, Any]) -> dict[str, str]:
     return {impl: PALETTE[i % len(PALETTE)] for i, impl in enumerate(impl_order(record))}
 
@@ -67,19 +75,19 @@ def _new_figure(width: float, height: float, bottom: float = 0.1, left: float = 
 def roofline(record: dict[str, Any], regime: str) -> Plot | None:
     """Achieved TFLOP/s against arithmetic intensity for every measurement of a regime, with the probed roofs."""
     pts = []
-    for m in record.get("measurements") or []:
+    for m in items(record.get("measurements")):
         if m.get("regime") != regime:
             continue
-        b, f, med = num(m.get("bytes")), num(m.get("flops")), num(m.get("median_us"))
-        tf = num(m.get("tflops"))
+        b, f, med = _pos(m.get("bytes")), _pos(m.get("flops")), _pos(m.get("median_us"))
+        tf = _pos(m.get("tflops"))
         if tf is None and f and med:
-            tf = f / med / 1e6
-        if not b or not f or not tf or tf <= 0:
+            tf = _pos(f / med / 1e6)
+        if not b or not f or not tf:
             continue
         pts.append((f / b, tf, m))
     if not pts:
         return None
-    dev = record.get("device") or {}
+    dev = mapping(record.get("device"))
     colors, wrong = _colors(record), failed_checks(record)
     with matplotlib.rc_context(RC):
         fig = _new_figure(7.5, 5.0)
@@ -87,8 +95,9 @@ def roofline(record: dict[str, Any], regime: str) -> Plot | None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        peaks = {k: v for k, v in sorted((dev.get("tflops") or {}).items()) if num(v)}
-        dram, l2 = num(dev.get("copy_gbps")), num(dev.get("l2_gbps"))
+        peaks = {str(k): p for k, v in sorted(mapping(dev.get("tflops")).items(), key=lambda kv: str(kv[0]))
+                 if (p := _pos(v))}
+        dram, l2 = _pos(dev.get("copy_gbps")), _pos(dev.get("l2_gbps"))
         top = max([*ys, *peaks.values()]) * 3
         x_lo = min(xs) / 4
         ridges = [v * 1e3 / dram for v in peaks.values()] if dram else []
@@ -165,7 +174,7 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
     """GB/s per implementation, grouped by shape, for one op/dtype/variant/regime."""
     shapes = group.shapes()
     impls = [i for i in impl_order(record) if any(m.get("impl") == i for m in group.items)]
-    vals = {(shape_of(m), m.get("impl")): num(m.get("gbps")) for m in group.items}
+    vals = {(shape_of(m), m.get("impl")): _pos(m.get("gbps")) for m in group.items}
     if not shapes or not impls or not any(v for v in vals.values()):
         return None
     colors, wrong = _colors(record), failed_checks(record)
@@ -190,7 +199,7 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
                 if hatch:
                     bar.set_hatch(hatch)
                     bar.set_facecolor("white")
-        dram = num((record.get("device") or {}).get("copy_gbps"))
+        dram = _pos(mapping(record.get("device")).get("copy_gbps"))
         if dram:
             ax.axhline(dram, color="#333333", lw=1, ls="--")
             ax.text(len(shapes) - 0.5, dram, f"copy {dram:,.0f} GB/s", ha="right", va="bottom", fontsize=7)
@@ -212,7 +221,7 @@ def _safe(text: str) -> str:
 
 
 def make_plots(record: dict[str, Any]) -> list[Plot]:
-    regimes = sorted({m.get("regime", "?") for m in record.get("measurements") or []})
+    regimes = sorted({str(m.get("regime", "?")) for m in items(record.get("measurements"))})
     plots = [p for p in (roofline(record, r) for r in regimes) if p]
     plots += [p for p in (bandwidth_bars(record, g) for g in groups(record)) if p]
     return plots

@@ -19,6 +19,8 @@ from ridgeline.report.data import (
     fmt_bytes,
     fmt_pct,
     fmt_us,
+    items,
+    mapping,
     noise,
     num,
     profiles_by_case,
@@ -50,6 +52,10 @@ class Note:
     detail: str = ""  # this case's numbers
 
 
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
 def _where(item: dict[str, Any], regime: bool = True) -> str:
     parts = [str(item.get("op", "?")), shape_text(shape_of(item)), str(item.get("dtype", "?"))]
     if item.get("variant"):
@@ -63,15 +69,15 @@ def _where(item: dict[str, Any], regime: bool = True) -> str:
 # --- run rules ---------------------------------------------------------------------------------------------
 def rule_wrong(record: dict[str, Any]) -> list[Note]:
     """A failed correctness check names the implementation: its timings there are not a result."""
-    measured = {case_key(m) for m in record.get("measurements") or []}
+    measured = {case_key(m) for m in items(record.get("measurements"))}
     notes = []
     for key, c in failed_checks(record).items():
-        reasons = "; ".join(str(r) for r in c.get("reasons") or []) or "no reason recorded"
+        reasons = "; ".join(str(r) for r in _list(c.get("reasons"))) or "no reason recorded"
         timed = " (it was timed anyway: ignore those numbers)" if key in measured else ""
         notes.append(Note("wrong", "bad", "wrong results",
                           "an implementation that fails its check is reported as wrong, never as a win",
                           _where(c, regime=False), c.get("impl", "?"), reasons + timed))
-    for f in record.get("failures") or []:
+    for f in items(record.get("failures")):
         if f.get("stage") == "check":
             notes.append(Note("wrong", "bad", "wrong results",
                               "an implementation that fails its check is reported as wrong, never as a win",
@@ -84,12 +90,12 @@ def rule_not_timed(record: dict[str, Any]) -> list[Note]:
     return [
         Note("not-timed", "warn", "not timed", "the case failed while timing; the sweep went on without it",
              _where(f), f.get("impl", "?"), str(f.get("reason") or "no reason recorded"))
-        for f in record.get("failures") or [] if f.get("stage") != "check"
+        for f in items(record.get("failures")) if f.get("stage") != "check"
     ]
 
 
 def rule_unprobed(record: dict[str, Any]) -> list[Note]:
-    dev = record.get("device") or {}
+    dev = mapping(record.get("device"))
     if dig(record, "env", "device_type") == "cpu" or dev.get("device_type") == "cpu":
         return [Note("cpu-run", "info", "CPU run", "no GPU: there is no roofline, and CPU or interpreter "
                      "times say nothing about GPU speed", "", "", "percentages of roof and SOL are empty")]
@@ -169,7 +175,7 @@ def rule_near_roof(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
 
 # --- profile rules -----------------------------------------------------------------------------------------
 def _kernels(p: dict[str, Any]) -> list[dict[str, Any]]:
-    return [k for k in p.get("kernels") or [] if isinstance(k, dict)]
+    return items(p.get("kernels"))
 
 
 def rule_spills(p: dict[str, Any], record: dict[str, Any]) -> list[Note]:
@@ -201,8 +207,8 @@ def rule_extra_traffic(p: dict[str, Any], record: dict[str, Any]) -> list[Note]:
 def rule_narrow_loads(p: dict[str, Any], record: dict[str, Any]) -> list[Note]:
     notes = []
     for k in _kernels(p):
-        widths = dig(k, "sass", "global_loads") or {}
-        counts = {str(w): int(num(c) or 0) for w, c in widths.items()}
+        counts = {str(w): int(num(c) or 0) for w, c in mapping(dig(k, "sass", "global_loads")).items()
+                  if str(w).isdigit()}
         total = sum(counts.values())
         wide = counts.get("128", 0) + counts.get("256", 0)
         if total and wide / total < WIDE_LOAD_SHARE:
@@ -244,7 +250,7 @@ def evaluate(record: dict[str, Any]) -> list[Note]:
     for rule in RUN_RULES:
         notes += rule(record)
     wrong = set(failed_checks(record))
-    for m in record.get("measurements") or []:
+    for m in items(record.get("measurements")):
         if case_key(m) in wrong:
             continue  # a wrong implementation gets one note (wrong), not performance advice
         for item_rule in MEASUREMENT_RULES:

@@ -22,8 +22,11 @@ from ridgeline.report.data import (
     fmt_us,
     fmt_x,
     groups,
+    items,
+    mapping,
     noise,
     num,
+    sample_count,
     shape_of,
     shape_text,
 )
@@ -55,7 +58,7 @@ def _t(text: Any) -> Cell:
 
 # --- environment -------------------------------------------------------------------------------------------
 def environment_table(record: dict[str, Any]) -> Table:
-    env, dev = record.get("env") or {}, record.get("device") or {}
+    env, dev = mapping(record.get("env")), mapping(record.get("device"))
     rows: list[tuple[str, str]] = []
 
     def add(label: str, value: Any, keep_empty: bool = True) -> None:
@@ -96,10 +99,10 @@ def environment_table(record: dict[str, Any]) -> Table:
         bw = [f"{k.removesuffix('_gbps')} {fmt_rate(dev.get(k))} GB/s" for k in
               ("copy_gbps", "read_gbps", "write_gbps", "l2_gbps") if num(dev.get(k))]
         add("bandwidth ceilings", ", ".join(bw), keep_empty=False)
-        tf = dev.get("tflops") or {}
+        tf = mapping(dev.get("tflops"))
         add("compute ceilings", ", ".join(f"{k} {fmt_rate(v)} TFLOP/s" for k, v in tf.items() if num(v)),
             keep_empty=False)
-        floors = dev.get("floors_us") or {}
+        floors = mapping(dev.get("floors_us"))
         add("launch floors", ", ".join(f"{k} {fmt_us(v)} µs" for k, v in floors.items() if num(v)),
             keep_empty=False)
     add("run", f"{record.get('run_id', '?')} ({record.get('kind', '?')}), started {record.get('created', '?')}"
@@ -110,12 +113,12 @@ def environment_table(record: dict[str, Any]) -> Table:
 # --- timing regimes ----------------------------------------------------------------------------------------
 def regime_table(record: dict[str, Any]) -> Table:
     by: dict[str, list[dict[str, Any]]] = {}
-    for m in record.get("measurements") or []:
-        by.setdefault(m.get("regime", "?"), []).append(m)
+    for m in items(record.get("measurements")):
+        by.setdefault(str(m.get("regime", "?")), []).append(m)
     rows = []
     for regime in sorted(by):
         ms = by[regime]
-        ns = [int(n) for n in (num(m.get("n")) or len(m.get("samples_us") or []) for m in ms) if n]
+        ns = [n for n in (sample_count(m) for m in ms) if n]
         unstable = sum(1 for m in ms if m.get("stable") is False)
         floor = dig(record, "device", "floors_us", regime) or dig(record, "device", "floors_us",
                                                                   regime.split("-")[0])
@@ -162,7 +165,7 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
         launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
                                            str(launch.get("config") or "")) if x) or DASH
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else DASH)
-        n = num(m.get("n")) or len(m.get("samples_us") or []) or None
+        n = sample_count(m)
         rows.append([
             Cell(shape_text(shape_of(m)), _shape_sort(shape_of(m))),
             Cell(str(m.get("impl", "?")) + (" (ours)" if m.get("source") == "ours" else ""), m.get("impl", "")),
@@ -200,8 +203,8 @@ def measurement_tables(record: dict[str, Any]) -> list[tuple[Group, Table]]:
 # --- correctness -------------------------------------------------------------------------------------------
 def check_summary_table(record: dict[str, Any]) -> Table:
     per: dict[str, list[int]] = {}
-    for c in record.get("checks") or []:
-        counts = per.setdefault(c.get("impl", "?"), [0, 0])
+    for c in items(record.get("checks")):
+        counts = per.setdefault(str(c.get("impl", "?")), [0, 0])
         counts[0 if c.get("passed") else 1] += 1
     rows = [[Cell(impl, impl), Cell.number(p, str(p)), Cell.number(f, str(f), "bad" if f else "good")]
             for impl, (p, f) in sorted(per.items())]
@@ -211,7 +214,7 @@ def check_summary_table(record: dict[str, Any]) -> Table:
 def failed_check_table(record: dict[str, Any]) -> Table:
     rows = []
     for c in failed_checks(record).values():
-        worst = max((o for o in c.get("outputs") or [] if isinstance(o, dict)),
+        worst = max(items(c.get("outputs")),
                     key=lambda o: num(o.get("worst_ratio")) or 0.0, default=None)
         worst_text = DASH
         if worst:
@@ -221,7 +224,8 @@ def failed_check_table(record: dict[str, Any]) -> Table:
             Cell(str(c.get("impl", "?")), c.get("impl", "")),
             Cell(f"{c.get('op', '?')} {shape_text(shape_of(c))} {c.get('dtype', '?')}"
                  + (f" {c['variant']}" if c.get("variant") else "")),
-            Cell("; ".join(str(r) for r in c.get("reasons") or []) or DASH),
+            Cell("; ".join(str(r) for r in c["reasons"]) if isinstance(c.get("reasons"), list) and c["reasons"]
+                 else DASH),
             Cell(worst_text),
         ])
     return Table("Failed checks", ["impl", "case", "reasons", "worst output"], rows)
@@ -233,7 +237,7 @@ def failures_table(record: dict[str, Any]) -> Table:
         Cell(f"{f.get('op', '?')} {shape_text(shape_of(f))} {f.get('dtype', '?')}"
              + (f" {f['variant']}" if f.get("variant") else "")),
         _t(f.get("regime")), _t(f.get("stage")), Cell(str(f.get("reason") or DASH)),
-    ] for f in record.get("failures") or []]
+    ] for f in items(record.get("failures"))]
     return Table("Failures", ["impl", "case", "regime", "stage", "reason"], rows)
 
 
@@ -272,7 +276,8 @@ def compile_table(p: dict[str, Any]) -> Table:
 def _widths(d: Any) -> str:
     if not isinstance(d, dict) or not d:
         return DASH
-    return ", ".join(f"{w}-bit x{c}" for w, c in sorted(d.items(), key=lambda x: -int(x[0])) if c) or DASH
+    widths = sorted(((int(w), c) for w, c in d.items() if str(w).isdigit() and num(c)), reverse=True)
+    return ", ".join(f"{w}-bit x{int(num(c) or 0)}" for w, c in widths) or DASH
 
 
 def sass_table(p: dict[str, Any]) -> Table:
@@ -281,7 +286,7 @@ def sass_table(p: dict[str, Any]) -> Table:
         s = k.get("sass")
         if not isinstance(s, dict) or not s:
             continue
-        top = ", ".join(f"{op} {c}" for op, c in list((s.get("histogram") or {}).items())[:8])
+        top = ", ".join(f"{op} {c}" for op, c in list(mapping(s.get("histogram")).items())[:8])
         rows.append([
             Cell(str(k.get("name", "?"))), Cell.number(s.get("instructions"), fmt_int(s.get("instructions"))),
             Cell(_widths(s.get("global_loads"))), Cell(_widths(s.get("global_stores"))),
