@@ -34,10 +34,13 @@ def candidates(n: int) -> list[LaunchConfig]:
                     continue
                 out.append(LaunchConfig(block, True, warps, per_sm))
     if n >= 4096:
+        # Two passes: a persistent grid bounds the rows in flight, so the second pass can find them in L2.
         for chunk in (1024, 2048, 4096, 8192):
             for warps in (4, 8, 16):
                 if chunk // (32 * warps) >= 2:
-                    out.append(LaunchConfig(chunk, False, warps, 0))
+                    for per_sm in ((0, 1, 2, 3) if n >= 32768 else (0,)):
+                        if per_sm * warps <= 64:
+                            out.append(LaunchConfig(chunk, False, warps, per_sm))
     return out
 
 
@@ -61,7 +64,8 @@ def main() -> None:
     args = ap.parse_args()
     dtype = torch.bfloat16
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)]}[args.shapes]
+    shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
+              "wide": [(2048, 65536), (512, 131072)]}[args.shapes]
     results = []
     for m, n in shapes:
         bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n

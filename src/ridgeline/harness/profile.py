@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import types
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -323,7 +324,9 @@ def _jit_functions() -> list[Any]:
         from triton.runtime.jit import JITFunction
     except ImportError:
         return []
-    return [o for o in gc.get_objects() if isinstance(o, JITFunction)]
+    with warnings.catch_warnings():  # isinstance on some lazily deprecated torch objects warns
+        warnings.simplefilter("ignore")
+        return [o for o in gc.get_objects() if isinstance(o, JITFunction)]
 
 
 def jit_snapshot() -> set[int]:
@@ -759,10 +762,14 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     ncu = shutil.which("ncu")
     if not ncu:
         return {"available": False, "reason": "ncu is not on the PATH"}
+    out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / "ncu"
     child = ["ncu", op, impl, "x".join(map(str, shape)), dtype_name, variant]
     cmd = ncu_command(ncu, base, child)
-    res = _run(cmd, timeout=timeout, env=_child_env(True))
+    try:
+        res = _run(cmd, timeout=timeout, env=_child_env(True))
+    except subprocess.TimeoutExpired:
+        return {"available": False, "command": " ".join(cmd), "reason": f"ncu took longer than {timeout:.0f} s"}
     (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + res.stdout + "\n" + res.stderr)
     rep = Path(f"{base}.ncu-rep")
     if res.returncode != 0 or not rep.is_file():

@@ -31,6 +31,13 @@ def _raw_stream(index: int | None) -> int:
 _ENABLED = _knobs is not None
 
 
+def _active(hook: Any) -> Any:
+    """A hook to call, or None; Triton 3.6 installs an empty HookChain by default (nothing to call)."""
+    if hook is None or getattr(hook, "calls", True) == []:
+        return None
+    return hook
+
+
 def _arg_key(a: Any) -> Any:
     if isinstance(a, torch.Tensor):
         return (a.dtype, a.data_ptr() & 15 == 0)
@@ -64,7 +71,7 @@ class CachedLauncher:
             if kernel is not None:
                 stream = _raw_stream(args[0].device.index)
                 runtime = _knobs.runtime
-                enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+                enter, leave = _active(runtime.launch_enter_hook), _active(runtime.launch_exit_hook)
                 # With a profiler's hook installed, hand it the same metadata Triton would.
                 meta = kernel.launch_metadata((grid, 1, 1), stream, *args, *constexprs.values()) if enter else None
                 kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, meta, enter, leave,

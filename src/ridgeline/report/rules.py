@@ -253,6 +253,8 @@ def evaluate(record: dict[str, Any]) -> list[Note]:
     for m in items(record.get("measurements")):
         if case_key(m) in wrong:
             continue  # a wrong implementation gets one note (wrong), not performance advice
+        if m.get("regime") == "cpu":
+            continue  # CPU and interpreter timings say nothing about the kernel: no advice from them
         for item_rule in MEASUREMENT_RULES:
             notes += item_rule(m, record)
     for p in profiles_by_case(record).values():

@@ -86,6 +86,7 @@ def environment_table(record: dict[str, Any]) -> Table:
     add("ridgeline", rl)
     add("python", env.get("python"))
     add("platform", env.get("platform"))
+    add("CPU", env.get("cpu"), keep_empty=False)
     add("host", env.get("hostname"))
     if env.get("triton_interpret"):
         add("TRITON_INTERPRET", env.get("triton_interpret"))
@@ -94,7 +95,12 @@ def environment_table(record: dict[str, Any]) -> Table:
         add("clocks at start", ", ".join(f"{k.removesuffix('_mhz')} {fmt_any(v)} MHz" if k.endswith("_mhz")
                                          else f"{k} {fmt_any(v)}" for k, v in clocks.items() if v is not None))
     if dev:
-        probed = "probed" if dev.get("measured") else "NOT probed (datasheet)"
+        if dev.get("measured"):
+            probed = "probed"
+        elif dev.get("device_type") == "cpu" or env.get("device_type") == "cpu":
+            probed = "CPU: no ceilings"
+        else:
+            probed = "NOT probed (datasheet)"
         add("device profile", f"{dev.get('name') or '?'}, {probed}")
         bw = [f"{k.removesuffix('_gbps')} {fmt_rate(dev.get(k))} GB/s" for k in
               ("copy_gbps", "read_gbps", "write_gbps", "l2_gbps") if num(dev.get(k))]
@@ -249,6 +255,20 @@ def _dicts(items: Any) -> list[dict[str, Any]]:
 def profile_title(p: dict[str, Any]) -> str:
     v = f" {p['variant']}" if p.get("variant") else ""
     return f"{p.get('op', '?')} / {p.get('impl', '?')} at {shape_text(shape_of(p))} {p.get('dtype', '?')}{v}"
+
+
+def profile_summary(p: dict[str, Any]) -> str:
+    """One line: where the facts come from and the launch they describe."""
+    dev = mapping(p.get("device"))
+    text = ""
+    if dev:
+        where = dev.get("name") or ("a CUDA GPU" if dev.get("cuda") else "no GPU (ahead-of-time compilation)")
+        text = f"Profiled on {where}."
+    launch = mapping(p.get("launch"))
+    if launch:
+        parts = ", ".join(f"{k.replace('_', ' ')} {fmt_any(v)}" for k, v in launch.items())
+        text += (" " if text else "") + f"Launch: {parts}."
+    return text
 
 
 def compile_table(p: dict[str, Any]) -> Table:
