@@ -6,6 +6,7 @@ The GPU tests (marked gpu) run on the device machine: JIT-cache harvesting, the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -85,6 +86,48 @@ def test_parse_ncu_csv_with_units():
     assert s["total"]["dram_bytes"] == pytest.approx(33.6e6 + 33.55e6 + 0.5e6)
     assert s["dram_vs_ideal"] == pytest.approx(s["total"]["dram_bytes"] / 67_117_056)
     assert P.parse_ncu_csv("==PROF== nothing profiled\n") == []
+
+
+FAKE_NCU = """#!/bin/sh
+# Stands in for Nsight Compute: --import prints a captured raw CSV, a profiling run writes an empty report.
+for a in "$@"; do [ "$a" = "--import" ] && { cat "$FAKE_NCU_CSV"; exit 0; }; done
+[ -n "$FAKE_NCU_FAIL" ] && { echo "==ERROR== ERR_NVGPUCTRPERM - no permission to access GPU counters" >&2; exit 1; }
+prev=""; for a in "$@"; do [ "$prev" = "--export" ] && : > "$a.ncu-rep"; prev="$a"; done
+echo "==PROF== Disconnected from process 1"
+"""
+
+
+def test_run_ncu_with_a_stand_in(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text(FAKE_NCU)
+    (bin_dir / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_CSV", str(DATA / "ncu_raw.csv"))
+    res = P.run_ncu("rmsnorm", "ridgeline", (4096, 4096), "bf16", "", tmp_path, ideal_bytes=67_117_056)
+    assert res["available"] and len(res["kernels"]) == 2 and res["report"] == "ncu.ncu-rep"
+    assert res["dram_vs_ideal"] == pytest.approx((33.6e6 + 33.55e6 + 0.5e6) / 67_117_056)
+    assert "--clock-control none" in res["command"] and (tmp_path / "ncu-raw.csv").is_file()
+    monkeypatch.setenv("FAKE_NCU_FAIL", "1")
+    res = P.run_ncu("rmsnorm", "ridgeline", (4096, 4096), "bf16", "", tmp_path / "f", ideal_bytes=1)
+    assert not res["available"] and "ERR_NVGPUCTRPERM" in res["reason"]
+
+
+def test_jit_cache_harvest_sees_new_kernels():
+    from triton.runtime.jit import JITFunction
+
+    def kernel(X):
+        pass
+
+    jf = JITFunction(kernel)
+    old = type("CK", (), {"asm": {}, "metadata": {"name": "old"}})()
+    jf.device_caches[0] = ({"a": old}, None, None, None, None)  # the triton >= 3.2 layout
+    before = P.jit_snapshot()
+    new = type("CK", (), {"asm": {}, "metadata": {"name": "new"}})()
+    jf.device_caches[0][0]["b"] = new
+    assert P.jit_new_kernels(before) == [new]
+    legacy = type("F", (), {"cache": {0: {"k": old}}})()  # the triton <= 3.1 layout
+    assert P._compiled_in(legacy) == [old]
 
 
 def test_ncu_command_never_touches_clocks(tmp_path):
@@ -296,8 +339,11 @@ def test_profile_gpu_ncu(tmp_path):
     prof = P.profile("rmsnorm", "ridgeline", (4096, 4096), "bf16", out_dir=tmp_path, ncu=True, kineto=False)
     ncu = prof["ncu"]
     assert ncu["available"], ncu.get("reason")
-    assert any("_rms_norm_kernel" in k["name"] for k in ncu["kernels"])
-    assert 0.8 < ncu["dram_vs_ideal"] < 1.5  # caches flushed: about the bytes the op must move
+    (k,) = [k for k in ncu["kernels"] if "_rms_norm_kernel" in k["name"]]
+    x_bytes = 4096 * 4096 * 2
+    assert 0.95 * x_bytes < k["dram_bytes_read"] < 1.2 * x_bytes  # x read once from DRAM (caches flushed)
+    # Written lines can still sit in the 60 MB L2 when the kernel ends: DRAM writes may be under the ideal.
+    assert ncu["dram_vs_ideal"] < 1.2
     assert "--clock-control none" in ncu["command"]
 
 

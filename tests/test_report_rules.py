@@ -153,6 +153,12 @@ def test_evaluate_orders_worst_first_and_groups(h200):
     assert len({(g.rule, g.impl) for g in groups}) == len(groups)
 
 
+def test_cpu_timings_get_no_performance_advice():
+    rec = {"env": {"device_type": "cpu"}, "device": {"device_type": "cpu"},
+           "measurements": [m(regime="cpu", median_us=100.0, iqr_us=30.0, speedup_vs_best_peer=0.01)]}
+    assert [n.rule for n in evaluate(rec)] == ["cpu-run"]
+
+
 def test_rules_survive_nulls():
     rec = {"measurements": [{"op": "x", "impl": "y", "shape": None, "dtype": None, "regime": None}],
            "profiles": [{"kernels": [None, {"sass": None}]}], "checks": [{"passed": False}], "failures": [{}]}

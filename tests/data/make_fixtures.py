@@ -154,7 +154,8 @@ def profiles() -> list[dict]:
             "schema": "ridgeline.profile/1", "op": "rmsnorm", "impl": "ridgeline", "source": "ours",
             "shape": [4096, 4100], "dtype": "bf16", "variant": "",
             "command": "ridgeline profile rmsnorm --impl ridgeline --shape 4096x4100 --dtype bf16 --ncu",
-            "launch": launch((4096, 4100)),
+            "launch": launch((4096, 4100)) | {"block_threads": 512, "sm_count": 132},
+            "device": {"cuda": True, "name": "NVIDIA H200", "arch": 90, "sm_count": 132},
             "kernels": [{
                 "name": "_rms_norm_kernel", "source": "jit-cache", "target": "cuda:90", "num_warps": 16,
                 "num_stages": 3, "shared_bytes": 64, "registers": 85, "spill_stores_bytes": 0,
@@ -181,7 +182,8 @@ def profiles() -> list[dict]:
             "schema": "ridgeline.profile/1", "op": "rmsnorm", "impl": "ridgeline", "source": "ours",
             "shape": [16384, 4096], "dtype": "bf16", "variant": "",
             "command": "ridgeline profile rmsnorm --impl ridgeline --shape 16384x4096 --dtype bf16 --ncu",
-            "launch": launch((16384, 4096)),
+            "launch": launch((16384, 4096)) | {"block_threads": 256, "sm_count": 132},
+            "device": {"cuda": True, "name": "NVIDIA H200", "arch": 90, "sm_count": 132},
             "kernels": [{
                 "name": "_rms_norm_kernel", "source": "jit-cache", "target": "cuda:90", "num_warps": 8,
                 "num_stages": 3, "shared_bytes": 32, "registers": 32, "spill_stores_bytes": 0,
