@@ -6,3 +6,5 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/pip-ridgeline.log 2>&1 || cat /tmp/pip-ridgeline.log
 export RIDGELINE_CACHE_DIR=$PWD/.device-cache RIDGELINE_DATA_DIR=$PWD/.device-data
+# The GPU machine gets a copy of the tree without .git: pass the commit in the run command, e.g.
+#   RIDGELINE_GIT_SHA=<sha> RIDGELINE_GIT_DIRTY=0 bash scripts/device_runN.sh

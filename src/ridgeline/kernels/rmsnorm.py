@@ -34,83 +34,68 @@ CHUNK_BLOCK = 8192
 
 
 @triton.jit
-def _norm_row(
-    row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
-    X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-):
-    """One row, start to end: the same arithmetic whichever program or grid shape handles it."""
-    cols = tl.arange(0, BLOCK_N)
-    row64 = tl.cast(row, tl.int64)
-    x_row = X + row64 * (x_stride_q * X_ALIGN)
-    y_row = Y + row64 * (y_stride_q * Y_ALIGN)
-    if HAS_RESIDUAL:
-        r_row = R + row64 * (r_stride_q * R_ALIGN)
-        ro_row = RO + row64 * (ro_stride_q * RO_ALIGN)
-    if SINGLE_PASS:
-        mask = cols < N
-        # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        if HAS_RESIDUAL:
-            r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
-            xr = (x + r).to(RO.dtype.element_ty)
-            tl.store(ro_row + cols, xr, mask=mask)
-            x = xr.to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-        y = x * rstd
-        if HAS_WEIGHT:
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            y = y * (w + weight_offset)
-        tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
-    else:
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
-            if HAS_RESIDUAL:
-                r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
-                xr = (x + r).to(RO.dtype.element_ty)
-                tl.store(ro_row + c, xr, mask=mask)
-                x = xr.to(tl.float32)
-            acc += x * x
-        rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
-        # Second pass re-reads the row (from L2 for all but the widest rows) and writes y.
-        src_row = x_row
-        if HAS_RESIDUAL:
-            src_row = ro_row
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            x = tl.load(src_row + c, mask=mask, other=0.0).to(tl.float32)
-            y = x * rstd
-            if HAS_WEIGHT:
-                w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
-                y = y * (w + weight_offset)
-            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
-    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr, PERSISTENT: tl.constexpr,
+    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
     N = n_q * N_ALIGN
     pid = tl.program_id(0)
-    if PERSISTENT:
-        # Grid-stride over rows. (A dynamic loop around the loads also costs latency: one row per program,
-        # below, is the GPU default.)
-        for row in range(pid, M, tl.num_programs(0)):
-            _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
-                      X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N, SINGLE_PASS)
-    else:
-        _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
-                  X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N, SINGLE_PASS)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    # Row offsets in int64: M * stride can pass 2^31 elements.
+    for row in range(pid, M, nprog):
+        row64 = tl.cast(row, tl.int64)
+        x_row = X + row64 * (x_stride_q * X_ALIGN)
+        y_row = Y + row64 * (y_stride_q * Y_ALIGN)
+        if HAS_RESIDUAL:
+            r_row = R + row64 * (r_stride_q * R_ALIGN)
+            ro_row = RO + row64 * (ro_stride_q * RO_ALIGN)
+        if SINGLE_PASS:
+            mask = cols < N
+            # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            if HAS_RESIDUAL:
+                r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+                xr = (x + r).to(RO.dtype.element_ty)
+                tl.store(ro_row + cols, xr, mask=mask)
+                x = xr.to(tl.float32)
+            rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+            y = x * rstd
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                y = y * (w + weight_offset)
+            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
+        else:
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, N, BLOCK_N):
+                c = start + cols
+                mask = c < N
+                x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+                if HAS_RESIDUAL:
+                    r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
+                    xr = (x + r).to(RO.dtype.element_ty)
+                    tl.store(ro_row + c, xr, mask=mask)
+                    x = xr.to(tl.float32)
+                acc += x * x
+            rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+            # Second pass re-reads the row (from L2 for all but the widest rows) and writes y.
+            src_row = x_row
+            if HAS_RESIDUAL:
+                src_row = ro_row
+            for start in range(0, N, BLOCK_N):
+                c = start + cols
+                mask = c < N
+                x = tl.load(src_row + c, mask=mask, other=0.0).to(tl.float32)
+                y = x * rstd
+                if HAS_WEIGHT:
+                    w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+                    y = y * (w + weight_offset)
+                tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
 
 
 @dataclass(frozen=True)
@@ -252,14 +237,12 @@ def _launch(
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
     xa, ra, roa, ya, na = map(stride_alignment, (x_stride, r_stride, ro_stride, y_stride, n))
-    grid = _grid(m, cfg, x.device)
     _LAUNCHER.launch(
-        grid,
+        _grid(m, cfg, x.device),
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, weight if weight is not None else x,
          y, y_stride // ya, m, n // na, eps, weight_offset),
         {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na, "HAS_RESIDUAL": has_res,
-         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass,
-         "PERSISTENT": grid < m},
+         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass},
         cfg.num_warps,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import socket
@@ -26,7 +27,10 @@ def git_state() -> dict[str, Any]:
     here = Path(__file__).resolve().parent
     sha = _git(["rev-parse", "HEAD"], here)
     if sha is None:
-        return {"git_sha": None, "git_dirty": None}
+        # A copy of the tree without .git (e.g. shipped to a GPU machine): the caller can say which commit.
+        dirty = os.environ.get("RIDGELINE_GIT_DIRTY")
+        return {"git_sha": os.environ.get("RIDGELINE_GIT_SHA"),
+                "git_dirty": None if dirty is None else dirty not in ("0", "false", "")}
     status = _git(["status", "--porcelain", "--untracked-files=no"], here)
     return {"git_sha": sha, "git_dirty": bool(status)}
 
