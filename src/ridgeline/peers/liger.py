@@ -7,54 +7,25 @@ fp32, the weight multiply in the input dtype, as LlamaRMSNorm does) and offset 0
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import inspect
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import torch
 
+from ridgeline.peers._optional import OptionalPackage
 from ridgeline.registry import Unavailable, register_impl
 
 PIP = "liger-kernel"
+_PKG = OptionalPackage(PIP)
+_version = _PKG.version
+_import = _PKG.import_module
 # The submodules, not the `liger_kernel.ops` package: the package swaps in another backend's classes when
 # LIGER_KERNEL_IMPL says so, the submodules always hold the Triton kernels we mean to measure.
 RMS_MODULE = "liger_kernel.ops.rms_norm"
 FUSED_MODULE = "liger_kernel.ops.fused_add_rms_norm"
 CASTING_MODE = "llama"
 OFFSET = 0.0
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version(PIP)
-    except importlib.metadata.PackageNotFoundError:
-        return "(version unknown)"
-
-
-def _broken(module: str, e: BaseException) -> str:
-    detail = (str(e).splitlines() or [""])[0][:200]
-    hint = "" if torch.cuda.is_available() else " (this machine has no CUDA, which it may need)"
-    return f"{PIP} is installed but `import {module}` failed: {type(e).__name__}: {detail}{hint}"
-
-
-def _import(module: str) -> ModuleType:
-    """Import `module`, turning every failure into Unavailable with the reason."""
-    top = module.partition(".")[0]
-    for name in (top, module):
-        try:
-            loaded = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == top:
-                raise Unavailable(f"{PIP} not installed") from None
-            if e.name and (name == e.name or name.startswith(e.name + ".")):
-                raise Unavailable(f"{PIP} {_version()} has no module {e.name}") from None
-            raise Unavailable(_broken(name, e)) from None
-        except Exception as e:  # a build for another platform fails in its own ways (OSError, RuntimeError)
-            raise Unavailable(_broken(name, e)) from None
-    return loaded
 
 
 def _function_class(module: str, cls_name: str, n_args: int) -> Any:
