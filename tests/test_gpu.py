@@ -99,3 +99,19 @@ def test_fast_launch_path_engages_and_matches_triton(monkeypatch):
     # A misaligned view must not reuse the kernel compiled for 16-byte aligned pointers.
     xs = torch.randn(300, 4101, device="cuda", dtype=torch.bfloat16)[:, 1:]
     assert torch.equal(rms_norm(xs, w), rms_norm(xs.contiguous(), w))
+
+
+def test_inductor_fullgraph_and_cuda_graphs_with_our_ops():
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+
+    def layer(x, r):
+        h, res = fused_add_rms_norm(x, r, w)
+        return rms_norm(h, w), res
+
+    compiled = torch.compile(layer, fullgraph=True, mode="reduce-overhead")
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    for _ in range(3):  # warm-up, record, replay
+        out, res = compiled(x, r)
+    exp_out, exp_res = layer(x, r)
+    assert torch.equal(out, exp_out) and torch.equal(res, exp_res)

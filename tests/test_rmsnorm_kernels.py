@@ -201,3 +201,33 @@ def test_cpu_tensor_without_interpreter_says_what_to_do(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="need a CUDA tensor, or Triton's CPU interpreter"):
         rms_norm(torch.randn(2, 8))
+
+
+# --- torch.compile: custom ops, no graph break ------------------------------------------------------------
+def test_fullgraph_compile_traces_through_our_ops():
+    import torch._dynamo
+
+    w = 1 + 0.5 * rand(300)
+
+    def layer(x, r):
+        h, res = fused_add_rms_norm(x, r, w)
+        return rms_norm(h * 2.0, w), res
+
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    x, r = rand(6, 300), rand(6, 300)
+    out, res = compiled(x, r)
+    exp_out, exp_res = layer(x, r)
+    assert torch.equal(out, exp_out) and torch.equal(res, exp_res)
+    torch._dynamo.reset()
+
+
+def test_inplace_op_under_compile_mutates_inputs():
+    w = rand(64)
+
+    def step(x, r):
+        return fused_add_rms_norm(x, r, w, inplace=True)
+
+    x, r = rand(3, 64), rand(3, 64)
+    exp_out, exp_res = fused_add_rms_norm(x, r, w)
+    torch.compile(step, fullgraph=True, backend="aot_eager")(x, r)
+    assert torch.equal(x, exp_out) and torch.equal(r, exp_res)

@@ -272,6 +272,9 @@ def rms_norm(
     means no scale. ``out`` (same shape and dtype as x, rows may be strided) receives the result.
     The result of a row does not depend on how many rows are in the call, and repeated calls agree bitwise.
     """
+    if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
+        y = _ops.rms_norm_op(x, weight, float(eps), float(weight_offset))
+        return y if out is None else out.copy_(y)
     x = _validate_x("x", x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
@@ -311,6 +314,11 @@ def fused_add_rms_norm(
     written into ``x`` and residual_out into ``residual`` (the vLLM / FlashInfer convention) and those two
     tensors are returned; their last dims must then be contiguous and their rows viewable in place.
     """
+    if torch.compiler.is_compiling():  # torch.compile: opaque custom ops, no graph break
+        if inplace:
+            _ops.fused_add_rms_norm_inplace_op(x, residual, weight, float(eps), float(weight_offset))
+            return x, residual
+        return _ops.fused_add_rms_norm_op(x, residual, weight, float(eps), float(weight_offset))
     x = _validate_x("x", x)
     residual = require_tensor("residual", residual)
     if residual.shape != x.shape:
@@ -333,5 +341,8 @@ def fused_add_rms_norm(
     _launch(x_in, x_stride, r_in, r_stride, residual_out, n, weight, out, n, m, n, eps, weight_offset)
     return out, residual_out
 
+
+# Registered after the functions above exist (torch_ops wraps them).
+from ridgeline.kernels import torch_ops as _ops  # noqa: E402
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "launch_config", "LaunchConfig", "FLOAT_DTYPES"]
