@@ -103,15 +103,6 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
     return time_graph([_bound(impl.fn, spec, s) for s in sets], plan.budget_s, regime=regime)
 
 
-def _launch_info(impl: Impl, case: Case) -> dict[str, Any] | None:
-    if impl.source != "ours":
-        return None
-    from ridgeline.kernels.rmsnorm import launch_config
-
-    cfg = launch_config(case.shape[-1], case.dtype)
-    return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n}
-
-
 def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
     """Fill bytes, flops, GB/s, TFLOP/s, % of roof, SOL and % of SOL from the spec's cost and the probe."""
     cost = spec.cost(case.shape, case.dtype, case.variant)
@@ -207,7 +198,7 @@ def run_bench(
                     m["sm_clock_mhz"] = nv.get("sm_clock_mhz")
                     m["throttled"] = bool(nv.get("throttle_reasons", 0) & THROTTLE_MASK) if nv else None
                     torch.cuda.empty_cache()
-                launch = _launch_info(impl, case)
+                launch = spec.launch_info(case, device) if impl.source == "ours" else None
                 if launch:
                     m["launch"] = launch
                 if regime == "cpu":

@@ -142,6 +142,10 @@ class OpSpec(ABC):
             raise ValueError(f"shapes: {self.name} has shape sets {', '.join(self.shape_sets)}; got {set_name!r}")
         return list(self.shape_sets[set_name])
 
+    def launch_info(self, case: Case, device: torch.device) -> dict[str, Any] | None:
+        """How our kernel launches for this case (config, grid), recorded beside its measurement."""
+        return None
+
     def rows(self, shape: Shape) -> int:
         """Independent rows in a shape (the batch dim the harness may slice)."""
         return shape[0] if shape else 1

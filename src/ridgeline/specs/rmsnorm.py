@@ -82,7 +82,19 @@ def _weight_bytes(n: int, dtype: torch.dtype, variant: str) -> int:
     return n * (4 if "w-fp32" in variant else dtype.itemsize)
 
 
-class RMSNormSpec(OpSpec):
+class _OurLaunch:
+    """Shared by both ops: one kernel, one launch heuristic."""
+
+    def launch_info(self, case: Case, device) -> dict[str, Any] | None:
+        from ridgeline.kernels.rmsnorm import _grid, launch_config
+
+        cfg = launch_config(case.shape[-1], case.dtype)
+        rows = _numel(case.shape[:-1])
+        return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n,
+                "grid": _grid(rows, cfg, torch.device(device)) if rows else 0}
+
+
+class RMSNormSpec(_OurLaunch, OpSpec):
     def __init__(self) -> None:
         super().__init__(
             name="rmsnorm",
@@ -117,7 +129,7 @@ class RMSNormSpec(OpSpec):
         return _edge_cases(self, dtype, device)
 
 
-class FusedAddRMSNormSpec(OpSpec):
+class FusedAddRMSNormSpec(_OurLaunch, OpSpec):
     def __init__(self) -> None:
         super().__init__(
             name="fused_add_rmsnorm",
