@@ -82,8 +82,14 @@ def _weight_bytes(n: int, dtype: torch.dtype, variant: str) -> int:
     return n * (4 if "w-fp32" in variant else dtype.itemsize)
 
 
-class _OurLaunch:
-    """Shared by both ops: one kernel, one launch heuristic."""
+class _RMSNormFamily:
+    """What both ops share: tolerances, edge cases, and one kernel with one launch heuristic."""
+
+    def tolerance(self, dtype: torch.dtype, output: str) -> Tolerance:
+        return TOLERANCES[dtype]
+
+    def edge_cases(self, dtype: torch.dtype, device) -> list[Case]:
+        return _edge_cases(self, dtype, device)
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
         from ridgeline.kernels.rmsnorm import _grid, launch_config
@@ -94,7 +100,7 @@ class _OurLaunch:
                 "grid": _grid(rows, cfg, torch.device(device)) if rows else 0}
 
 
-class RMSNormSpec(_OurLaunch, OpSpec):
+class RMSNormSpec(_RMSNormFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
             name="rmsnorm",
@@ -122,14 +128,8 @@ class RMSNormSpec(_OurLaunch, OpSpec):
         # Read x once, write y once, read the weight once; square, accumulate, scale, weight: 4 FLOPs/element.
         return Cost(bytes=2 * elems * dtype.itemsize + _weight_bytes(n, dtype, variant), flops=4 * elems)
 
-    def tolerance(self, dtype: torch.dtype, output: str) -> Tolerance:
-        return TOLERANCES[dtype]
 
-    def edge_cases(self, dtype: torch.dtype, device) -> list[Case]:
-        return _edge_cases(self, dtype, device)
-
-
-class FusedAddRMSNormSpec(_OurLaunch, OpSpec):
+class FusedAddRMSNormSpec(_RMSNormFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
             name="fused_add_rmsnorm",
@@ -166,11 +166,6 @@ class FusedAddRMSNormSpec(_OurLaunch, OpSpec):
         # Read x and residual, write out and residual_out; add + the 4 FLOPs of the norm per element.
         return Cost(bytes=4 * elems * dtype.itemsize + _weight_bytes(n, dtype, variant), flops=5 * elems)
 
-    def tolerance(self, dtype: torch.dtype, output: str) -> Tolerance:
-        return TOLERANCES[dtype]
-
-    def edge_cases(self, dtype: torch.dtype, device) -> list[Case]:
-        return _edge_cases(self, dtype, device)
 
 
 def _numel(shape: Shape) -> int:
