@@ -163,3 +163,20 @@ def test_rules_survive_nulls():
     rec = {"measurements": [{"op": "x", "impl": "y", "shape": None, "dtype": None, "regime": None}],
            "profiles": [{"kernels": [None, {"sass": None}]}], "checks": [{"passed": False}], "failures": [{}]}
     assert isinstance(evaluate(rec), list)
+
+
+def test_host_bound_from_recorded_host_time_or_against_graph_cold():
+    hit = rules.rule_host_bound(m(regime="cold-eager", host_us=95.0, flush_us=80.0, host_bound=True), RECORD)
+    assert [n.rule for n in hit] == ["host-bound"] and "host 95.0" in hit[0].detail
+    assert rules.rule_host_bound(m(regime="cold-eager", host_us=20.0, flush_us=80.0, host_bound=False),
+                                 RECORD) == []
+    assert rules.rule_host_bound(m(regime="graph-cold", host_bound=True, host_us=95.0, flush_us=80.0),
+                                 RECORD) == []
+    # Older records without host_us: judged against graph-cold of the same case and the floor difference.
+    rec = {**RECORD, "device": {"floors_us": {"cold-eager": 3.3, "graph": 0.7}}}
+    leaky = m(regime="cold-eager", median_us=40.0)
+    rec["measurements"] = [leaky, m(regime="graph-cold", median_us=6.0)]
+    assert [n.rule for n in rules.rule_host_bound(leaky, rec)] == ["host-bound"]
+    honest = m(regime="cold-eager", median_us=9.0)
+    rec["measurements"] = [honest, m(regime="graph-cold", median_us=6.0)]
+    assert rules.rule_host_bound(honest, rec) == []

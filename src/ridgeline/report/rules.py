@@ -39,6 +39,7 @@ NEAR_ROOF = 0.85
 PEER_LOSS = 0.95  # ours below this speedup against the best peer
 WIDE_LOAD_SHARE = 0.50  # share of global loads that should be 128-bit for 16/32-bit streaming kernels
 LOW_OCCUPANCY = 0.25  # 16 of 64 warps per SM or fewer
+HOST_LEAK = 1.5  # cold-eager over graph-cold (plus the floor difference) beyond this: host time leaked in
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,30 @@ def rule_unstable(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
                  "not real; rerun, or time with a longer budget", _where(m), m.get("impl", "?"), detail)]
 
 
+def rule_host_bound(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
+    """Cold-eager samples that timed the host: recorded directly, or seen against the same case in graph-cold."""
+    if m.get("regime") != "cold-eager":
+        return []
+    host, flush = num(m.get("host_us")), num(m.get("flush_us"))
+    if m.get("host_bound") and host and flush:
+        detail = f"host {host:.1f} µs per call vs flush {flush:.1f} µs"
+    elif "host_bound" not in m:
+        graph = next((g for g in items(record.get("measurements")) if g.get("regime") == "graph-cold"
+                      and case_key(g) == case_key(m) and g.get("impl") == m.get("impl")), None)
+        floors = mapping(dig(record, "device", "floors_us"))
+        gap = (num(floors.get("cold-eager")) or 0.0) - (num(floors.get("graph")) or 0.0)
+        g_med, c_med = num(graph and graph.get("median_us")), num(m.get("median_us"))
+        if not (g_med and c_med and c_med > HOST_LEAK * (g_med + gap)):
+            return []
+        detail = f"{fmt_us(c_med)} cold-eager vs {fmt_us(g_med)} graph-cold (+{fmt_us(gap)} floor difference)"
+    else:
+        return []
+    return [Note("host-bound", "warn", "host time in a cold-eager number",
+                 "this call's host work is as long as the L2 flush queued before it, so the GPU idled inside the "
+                 "timed region: the figure measures the host (see the host regime); compare kernels in graph-cold",
+                 _where(m), m.get("impl", "?"), detail)]
+
+
 def rule_throttled(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
     if not m.get("throttled"):
         return []
@@ -239,7 +264,8 @@ ItemRule = Callable[[dict[str, Any], dict[str, Any]], list[Note]]
 
 RUN_RULES: tuple[RunRule, ...] = (rule_unprobed, rule_wrong, rule_not_timed)
 MEASUREMENT_RULES: tuple[ItemRule, ...] = (
-    rule_latency_bound, rule_launch_floor, rule_unstable, rule_throttled, rule_loses_to_peer, rule_near_roof,
+    rule_latency_bound, rule_launch_floor, rule_unstable, rule_host_bound, rule_throttled, rule_loses_to_peer,
+    rule_near_roof,
 )
 PROFILE_RULES: tuple[ItemRule, ...] = (rule_spills, rule_extra_traffic, rule_narrow_loads, rule_low_occupancy)
 
