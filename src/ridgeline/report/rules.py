@@ -163,7 +163,7 @@ def rule_host_bound(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
         g_med, c_med = num(graph and graph.get("median_us")), num(m.get("median_us"))
         if not (g_med and c_med and c_med > HOST_LEAK * (g_med + gap)):
             return []
-        detail = f"{fmt_us(c_med)} cold-eager vs {fmt_us(g_med)} graph-cold (+{fmt_us(gap)} floor difference)"
+        detail = f"{fmt_us(c_med)} µs cold-eager vs {fmt_us(g_med)} µs graph-cold (+{fmt_us(gap)} µs floors)"
     else:
         return []
     return [Note("host-bound", "warn", "host time in a cold-eager number",
