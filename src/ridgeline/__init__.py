@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_KERNELS = {"rms_norm": "ridgeline.kernels.rmsnorm", "fused_add_rms_norm": "ridgeline.kernels.rmsnorm"}
+_KERNELS = {name: "ridgeline.kernels.rmsnorm" for name in ("rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant")}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,4 +35,4 @@ def bench(*args: Any, **kwargs: Any):
     return _bench(*args, **kwargs)
 
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "check", "bench", "__version__"]
+__all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "check", "bench", "__version__"]

@@ -17,7 +17,7 @@ from typing import Any
 from ridgeline.specs.base import Impl, OpSpec
 
 # Importing these modules registers the ops and their implementations (ours and the peers').
-SPEC_MODULES = ("ridgeline.specs.rmsnorm",)
+SPEC_MODULES = ("ridgeline.specs.rmsnorm", "ridgeline.specs.rmsnorm_quant")
 PEER_MODULES = (
     "ridgeline.peers.torch_native",
     "ridgeline.peers.liger",

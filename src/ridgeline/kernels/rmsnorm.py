@@ -262,6 +262,8 @@ def rms_norm(
     *,
     weight_offset: float = 0.0,
     out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    scale: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
     """RMSNorm over the last dim: ``y = x / sqrt(mean(x**2) + eps) * (weight_offset + weight)``.
 
@@ -271,7 +273,13 @@ def rms_norm(
     contiguous, or whose leading dims cannot be merged into one row stride, is copied first. ``weight=None``
     means no scale. ``out`` (same shape and dtype as x, rows may be strided) receives the result.
     The result of a row does not depend on how many rows are in the call, and repeated calls agree bitwise.
+
+    ``out_dtype=torch.float8_e4m3fn`` (or ``float8_e5m2``) with a static per-tensor ``scale`` (float or
+    1-element tensor) returns ``sat(y / scale)`` in that FP8 dtype, y computed in float32 and rounded once
+    (hidden size up to 32768; traced by torch.compile as Python, not as a custom op).
     """
+    if out_dtype is not None and out_dtype != getattr(x, "dtype", None) or scale is not None:
+        return _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale)
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
         y = _ops.rms_norm_op(x, weight, float(eps), float(weight_offset))
         return y if out is None else out.copy_(y)
@@ -287,6 +295,69 @@ def rms_norm(
     _launch(x, x_stride, None, 0, None, 0, weight, out, _output_rows("out", out), x.numel() // n, n, eps,
             weight_offset)
     return out
+
+
+def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -> torch.Tensor:
+    from ridgeline.kernels import rmsnorm_quant as q
+
+    x = _validate_x("x", x)
+    if out_dtype is None:
+        raise ValueError("out_dtype: a static scale needs an FP8 out_dtype (e.g. torch.float8_e4m3fn)")
+    q.check_quant_dtype("out_dtype", out_dtype)
+    if scale is None:
+        raise ValueError("scale: out_dtype FP8 needs a static per-tensor scale (or use rms_norm_dynamic_quant)")
+    eps = _check_eps(eps)
+    weight = _validate_weight(weight, x, weight_offset)
+    scale_t = q.validate_static_scale(scale, x)
+    if out is None:
+        out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    elif out.shape != x.shape or out.dtype != out_dtype or not out.is_contiguous():
+        raise ValueError(f"out: expected a contiguous {out_dtype} tensor of shape {tuple(x.shape)}")
+    n = x.shape[-1]
+    x_in, x_stride = _input_rows("x", x)
+    q.launch_fp8(x_in, x_stride, None, 0, None, weight, out, scale_t, x.numel() // n, n, eps, weight_offset,
+                 dynamic=False)
+    return out
+
+
+def rms_norm_dynamic_quant(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    residual: torch.Tensor | None = None,
+    weight_offset: float = 0.0,
+    quant_dtype: torch.dtype = torch.float8_e4m3fn,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """RMSNorm with dynamic per-token FP8 quantization: ``(out_fp8, scales[M, 1] float32, residual_out)``.
+
+    ``scales[m] = max(|y[m]|) / fp8_max`` (never below fp8_max^-1 / 512), ``out = y / scales``: dequantize with
+    ``out.float() * scales``. With ``residual``, y is the norm of ``residual_out = x + residual`` (rounded to x's
+    dtype, returned as the third output); otherwise the third output is None. Hidden size up to 32768.
+    """
+    from ridgeline.kernels import rmsnorm_quant as q
+
+    x = _validate_x("x", x)
+    q.check_quant_dtype("quant_dtype", quant_dtype)
+    eps = _check_eps(eps)
+    weight = _validate_weight(weight, x, weight_offset)
+    n = x.shape[-1]
+    m = x.numel() // n
+    x_in, x_stride = _input_rows("x", x)
+    residual_out, r_in, r_stride = None, None, 0
+    if residual is not None:
+        residual = require_tensor("residual", residual)
+        if residual.shape != x.shape or residual.dtype != x.dtype:
+            raise ValueError(f"residual: expected shape {tuple(x.shape)} and dtype {x.dtype} (same as x), "
+                             f"got {tuple(residual.shape)} {residual.dtype}")
+        require_same_device("residual", residual, "x", x)
+        r_in, r_stride = _input_rows("residual", residual)
+        residual_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty(x.shape, dtype=quant_dtype, device=x.device)
+    scales = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    q.launch_fp8(x_in, x_stride, r_in, r_stride, residual_out, weight, out, scales, m, n, eps, weight_offset,
+                 dynamic=True)
+    return out, scales, residual_out
 
 
 def _validate_out(name: str, t: object, x: torch.Tensor) -> None:
@@ -345,4 +416,4 @@ def fused_add_rms_norm(
 # Registered after the functions above exist (torch_ops wraps them).
 from ridgeline.kernels import torch_ops as _ops  # noqa: E402
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "launch_config", "LaunchConfig", "FLOAT_DTYPES"]
+__all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "launch_config", "LaunchConfig", "FLOAT_DTYPES"]

@@ -70,3 +70,36 @@ register_impl("fused_add_rmsnorm", "torch-F", "peer", _functional_fused,
               description="x + residual, then torch.nn.functional.rms_norm")
 register_impl("fused_add_rmsnorm", "torch-compile", "peer", _compiled(hf_fused_add_rms_norm),
               description="torch.compile(dynamic=False) of add + Hugging Face RMSNorm (fuses both)")
+
+
+# --- RMSNorm + FP8 quantization (float32 math, one rounding to FP8: the contract's semantics) -----------------
+_FP8_MAX = 448.0
+_MIN_SCALE = 1.0 / (448.0 * 512.0)
+
+
+def _norm_fp32(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float()
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+
+
+def eager_rms_norm_fp8(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor) -> torch.Tensor:
+    return (_norm_fp32(x, weight, eps) / scale).clamp(-_FP8_MAX, _FP8_MAX).to(torch.float8_e4m3fn)
+
+
+def eager_rms_norm_dynamic_quant(x: torch.Tensor, weight: torch.Tensor, eps: float
+                                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    y = _norm_fp32(x, weight, eps)
+    scales = (y.abs().amax(-1, keepdim=True) / _FP8_MAX).clamp(min=_MIN_SCALE)
+    return (y / scales).clamp(-_FP8_MAX, _FP8_MAX).to(torch.float8_e4m3fn), scales
+
+
+def eager_fused_add_rms_norm_dynamic_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                                           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    residual_out = x + residual
+    return (*eager_rms_norm_dynamic_quant(residual_out, weight, eps), residual_out)
+
+
+for _op, _fn in (("rmsnorm_fp8", eager_rms_norm_fp8), ("rmsnorm_dynamic_quant", eager_rms_norm_dynamic_quant),
+                 ("fused_add_rmsnorm_dynamic_quant", eager_fused_add_rms_norm_dynamic_quant)):
+    register_impl(_op, "torch-eager", "peer", (lambda f=_fn: f), description="eager PyTorch, float32 math")
+    register_impl(_op, "torch-compile", "peer", _compiled(_fn), description="torch.compile(dynamic=False) of it")

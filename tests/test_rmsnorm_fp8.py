@@ -1,0 +1,99 @@
+"""RMSNorm fused with FP8 quantization: static per-tensor and dynamic per-token scales."""
+
+import pytest
+import torch
+
+from conftest import DEVICE
+from ridgeline import check, rms_norm, rms_norm_dynamic_quant
+from ridgeline.kernels.rmsnorm_quant import MAX_HIDDEN
+
+E4M3 = torch.float8_e4m3fn
+
+
+def rand(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device=DEVICE, dtype=torch.float32).to(dtype)
+
+
+def y64(x, w, eps=1e-6):
+    xd = x.double()
+    return xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+def assert_fp8_close(q, ref):
+    # Half an e4m3 ulp (2^-4 relative) plus a margin, and the subnormal spacing.
+    assert q.dtype == E4M3
+    assert ((q.double() - ref).abs() <= 2.0**-9 + 0.07 * ref.abs()).all()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 769), (3, 4100), (2, 3, 64)])
+def test_static_scale_matches_reference_and_saturates(shape):
+    x, w = rand(*shape) * 3, rand(shape[-1], dtype=torch.float32)
+    q = rms_norm(x, w, out_dtype=E4M3, scale=0.004)
+    ref = (y64(x, w) / 0.004).clamp(-448, 448)
+    assert_fp8_close(q, ref)
+    if x.numel() > 100:
+        assert (q.float().abs() == 448).any(), "scale 0.004 must saturate the largest |y|"
+
+
+def test_static_scale_as_tensor_and_e5m2():
+    x, w = rand(4, 300), rand(300)
+    s = torch.tensor([0.02], device=DEVICE)
+    assert torch.equal(rms_norm(x, w, out_dtype=E4M3, scale=s).view(torch.uint8),
+                       rms_norm(x, w, out_dtype=E4M3, scale=0.02).view(torch.uint8))
+    q = rms_norm(x, w, out_dtype=torch.float8_e5m2, scale=0.02)
+    ref = (y64(x, w) / 0.02).clamp(-57344, 57344)
+    assert q.dtype == torch.float8_e5m2
+    assert ((q.double() - ref).abs() <= 2.0**-16 + 0.13 * ref.abs()).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dynamic_per_token_scales(dtype):
+    x, w = rand(2, 5, 777, dtype=dtype), rand(777, dtype=dtype)
+    q, scales, res = rms_norm_dynamic_quant(x, w)
+    assert res is None and scales.shape == (2, 5, 1) and scales.dtype == torch.float32
+    y = y64(x, w)
+    ref_scales = y.abs().amax(-1, keepdim=True) / 448
+    torch.testing.assert_close(scales.double(), ref_scales, rtol=1e-5, atol=0)
+    assert_fp8_close(q, y / ref_scales)
+    assert (q.float().abs().amax(-1) == 448).all(), "each row's largest |y| maps to the FP8 maximum"
+
+
+def test_dynamic_with_residual_is_a_pure_fusion():
+    x, r, w = rand(9, 1000), rand(9, 1000), rand(1000)
+    q, s, res = rms_norm_dynamic_quant(x, w, residual=r)
+    q2, s2, _ = rms_norm_dynamic_quant(res, w)
+    assert torch.equal(q.view(torch.uint8), q2.view(torch.uint8)) and torch.equal(s, s2)
+    torch.testing.assert_close(res.double(), (x.double() + r.double()).to(torch.bfloat16).double(), rtol=0, atol=0)
+
+
+def test_all_zero_row_gets_the_minimum_scale():
+    x = rand(3, 64)
+    x[1] = 0
+    q, s, _ = rms_norm_dynamic_quant(x)
+    assert s[1].item() == pytest.approx(1 / (448 * 512)) and (q[1].float() == 0).all()
+
+
+def test_fp8_bad_input():
+    x = rand(2, 64)
+    with pytest.raises(ValueError, match="scale: out_dtype FP8 needs a static"):
+        rms_norm(x, out_dtype=E4M3)
+    with pytest.raises(ValueError, match="out_dtype: a static scale needs an FP8"):
+        rms_norm(x, scale=0.1)
+    with pytest.raises(TypeError, match="out_dtype: expected one of"):
+        rms_norm(x, out_dtype=torch.int8, scale=0.1)
+    with pytest.raises(ValueError, match="scale: expected a positive"):
+        rms_norm(x, out_dtype=E4M3, scale=-1.0)
+    with pytest.raises(ValueError, match="scale: expected one per-tensor scale"):
+        rms_norm(x, out_dtype=E4M3, scale=torch.ones(2, device=DEVICE))
+    with pytest.raises(TypeError, match="quant_dtype: expected one of"):
+        rms_norm_dynamic_quant(x, quant_dtype=torch.float16)
+    with pytest.raises(ValueError, match="residual: expected shape"):
+        rms_norm_dynamic_quant(x, residual=rand(2, 65))
+    with pytest.raises(ValueError, match=f"hidden size up to {MAX_HIDDEN}"):
+        rms_norm_dynamic_quant(rand(1, MAX_HIDDEN + 1))
+
+
+@pytest.mark.parametrize("op", ["rmsnorm_fp8", "rmsnorm_dynamic_quant", "fused_add_rmsnorm_dynamic_quant"])
+def test_harness_checks_ours_and_the_eager_peer(op):
+    results = check(op, ["ridgeline", "torch-eager"], [torch.bfloat16], DEVICE)
+    assert results and all(r.passed for r in results), [(r.impl, r.label, r.reasons) for r in results if not r.passed]
