@@ -410,11 +410,37 @@ def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int) -> int:
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
 
+def _quant_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str) -> dict[str, Any]:
+    import torch
+
+    base = "fused_add_rmsnorm" if op.startswith("fused_add") else "rmsnorm"
+    inputs = _rmsnorm_meta_inputs(base, shape, dtype, variant)
+    if op == "rmsnorm_fp8":
+        inputs["scale"] = torch.empty((1,), dtype=torch.float32, device="meta")
+    return inputs
+
+
+def _quant_describe(shape: tuple[int, ...], dtype: Any) -> str:
+    import triton
+
+    block = triton.next_power_of_2(shape[-1])
+    return f"1-pass BLOCK_N={block} warps={max(1, min(16, block // 512))} grid=row/program"
+
+
+def _quant_grid(shape: tuple[int, ...], dtype: Any, sm_count: int) -> int:
+    return _numel(shape[:-1])
+
+
+_QUANT = KernelFamily("ridgeline.kernels.rmsnorm_quant", _quant_meta_inputs, _quant_describe, _quant_grid)
+
 # op -> its Triton kernel family; every implementation of source "ours" of these ops is profiled through it.
 FAMILIES: dict[str, KernelFamily] = {
     "rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe, _rmsnorm_grid),
     "fused_add_rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe,
                                       _rmsnorm_grid),
+    "rmsnorm_fp8": _QUANT,
+    "rmsnorm_dynamic_quant": _QUANT,
+    "fused_add_rmsnorm_dynamic_quant": _QUANT,
 }
 
 
@@ -516,8 +542,10 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
             recorders.append(rec)
             restore.append((obj, attr, kernel))
             setattr(obj, attr, rec)
-        with _patched(module, {"require_runnable_device": lambda *a, **k: None,
-                               "multiprocessor_count": lambda device: sm_count}):
+        # The wrapper that validates may live beside the kernel module (rmsnorm.py validates for rmsnorm_quant).
+        wrapper = importlib.import_module("ridgeline.kernels.rmsnorm")
+        patches = {"require_runnable_device": lambda *a, **k: None, "multiprocessor_count": lambda device: sm_count}
+        with _patched(module, patches), _patched(wrapper, patches):
             get_spec(op).call(implementation.fn, inputs)
     finally:
         for obj, attr, kernel in reversed(restore):
