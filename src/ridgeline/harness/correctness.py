@@ -142,8 +142,10 @@ def _merge(total: OutputError | None, part: OutputError) -> OutputError:
 
 
 def _expected_dtypes(spec: OpSpec, inputs: Inputs) -> list[torch.dtype]:
+    """Each output's dtype: the spec's `output_dtype(name, inputs)` where it has one, else the first input's."""
     first = next(v for k, v in inputs.items() if k in spec.batch_inputs)
-    return [getattr(spec, "output_dtype", lambda name, inp: first.dtype)(name, inputs) for name in spec.outputs]
+    declared = getattr(spec, "output_dtype", None)
+    return [declared(name, inputs) if declared else first.dtype for name in spec.outputs]
 
 
 def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:

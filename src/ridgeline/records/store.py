@@ -90,11 +90,3 @@ class Store:
             raise ValueError(f"run: {run_id!r} matches {len(rows)} runs; give more of the id")
         _, path, text = rows[0]
         return RunRecord.from_dict(json.loads(text), path=Path(path) if path else None)
-
-    def history(self, op: str, impl: str, shape: str, dtype: str) -> list[dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT r.created, r.run_id, m.regime, m.median_us, m.gbps FROM measurements m JOIN runs r "
-            "USING(run_id) WHERE m.op=? AND m.impl=? AND m.shape=? AND m.dtype=? ORDER BY r.created",
-            (op, impl, shape, dtype),
-        ).fetchall()
-        return [dict(zip(("created", "run_id", "regime", "median_us", "gbps"), r)) for r in rows]
