@@ -1,6 +1,6 @@
 """ridgeline: a kernel engineer's workbench for NVIDIA GPUs, and a library of Triton kernels.
 
-Kernels: rms_norm, fused_add_rms_norm. Tools: check, bench (also as the `ridgeline` command).
+Kernels: rms_norm, fused_add_rms_norm. Tools: check, bench, probe (also as the `ridgeline` command).
 Kernel modules are imported on first use, so the CLI can choose Triton's CPU interpreter before they load.
 """
 
@@ -35,4 +35,11 @@ def bench(*args: Any, **kwargs: Any):
     return _bench(*args, **kwargs)
 
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "check", "bench", "__version__"]
+def probe(refresh: bool = False, quick: bool = False) -> dict[str, Any]:
+    """This GPU's measured ceilings (cached per GPU and driver; see ridgeline.harness.probe.device_profile)."""
+    from ridgeline.harness.probe import device_profile
+
+    return device_profile(refresh=refresh, quick=quick)
+
+
+__all__ = ["probe", "rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "check", "bench", "__version__"]
