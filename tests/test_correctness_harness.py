@@ -116,3 +116,48 @@ def test_our_kernels_pass_every_edge_case(op):
     failed = [(r.label, r.reasons) for r in results if not r.passed]
     assert not failed
     assert len(results) >= 20
+
+
+def test_residual_out_is_checked_exactly():
+    spec = registry.get_spec("fused_add_rmsnorm")
+    ours = registry.resolve("fused_add_rmsnorm", "ridgeline").fn
+
+    def truncating(x, residual, weight, eps):
+        out, res = ours(x, residual, weight, eps)
+        s = (x.float() + residual.float()).view(torch.int32) & -65536  # bf16 by truncation: 1 ulp off at times
+        return out, s.view(torch.float32).to(torch.bfloat16)
+
+    r = check_case(spec, Impl("fused_add_rmsnorm", "trunc", "user", truncating), Case((7, 769), torch.bfloat16),
+                   DEVICE)
+    assert any("residual_out max error" in s for s in r.reasons), r.reasons
+
+
+def test_declared_in_place_writes_do_not_hide_undeclared_ones():
+    spec = registry.get_spec("fused_add_rmsnorm")
+    ours = registry.resolve("fused_add_rmsnorm", "ridgeline-inplace").fn
+
+    def sneaky(x, residual, weight, eps):
+        weight[0] = 123.0  # not declared
+        return ours(x, residual, weight, eps)
+
+    r = check_case(spec, Impl("fused_add_rmsnorm", "sneaky", "user", sneaky, mutates=("x", "residual")),
+                   Case((5, 300), torch.float32), DEVICE)
+    assert any("input weight was modified" in s for s in r.reasons), r.reasons
+
+
+def test_a_reused_output_buffer_cannot_hide_non_determinism():
+    buf = {}
+
+    def noisy_reuse(x, w, eps):
+        y = good(x, w, eps) + torch.rand_like(x) * 1e-6
+        out = buf.setdefault(tuple(x.shape), torch.empty_like(x))
+        return out.copy_(y)
+
+    r = check_case(SPEC, impl(noisy_reuse), Case((1, 4096), torch.float32), DEVICE)
+    assert any("not deterministic" in s for s in r.reasons), r.reasons
+
+
+def test_cases_may_be_a_generator():
+    cases = (Case((3, 64), d) for d in (torch.float32, torch.bfloat16))
+    results = check("rmsnorm", ["ridgeline"], [torch.float32, torch.bfloat16], DEVICE, cases)
+    assert sorted(r.dtype for r in results) == ["bf16", "fp32"]

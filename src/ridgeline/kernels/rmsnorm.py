@@ -34,12 +34,23 @@ CHUNK_BLOCK = 8192
 
 
 @triton.jit
+def _to_storage(v, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
+    """float32 -> the storage dtype, rounded to nearest even. Triton's CPU interpreter truncates to bfloat16;
+    under it (only) the mantissa is rounded first, so CPU results are the GPU's."""
+    if EMULATE_RNE and dtype == tl.bfloat16:
+        bits = v.to(tl.int32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+        v = bits.to(tl.float32, bitcast=True)
+    return v.to(dtype)
+
+
+@triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
-    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -49,19 +60,20 @@ def _rms_norm_kernel(
     cols = tl.arange(0, BLOCK_N)
     # Row offsets in int64: M * stride can pass 2^31 elements.
     for row in range(pid, M, nprog):
+        # int64 first, then times the stride: a row stride of 2^31 elements or more must not wrap in int32.
         row64 = tl.cast(row, tl.int64)
-        x_row = X + row64 * (x_stride_q * X_ALIGN)
-        y_row = Y + row64 * (y_stride_q * Y_ALIGN)
+        x_row = X + row64 * x_stride_q * X_ALIGN
+        y_row = Y + row64 * y_stride_q * Y_ALIGN
         if HAS_RESIDUAL:
-            r_row = R + row64 * (r_stride_q * R_ALIGN)
-            ro_row = RO + row64 * (ro_stride_q * RO_ALIGN)
+            r_row = R + row64 * r_stride_q * R_ALIGN
+            ro_row = RO + row64 * ro_stride_q * RO_ALIGN
         if SINGLE_PASS:
             mask = cols < N
             # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
             if HAS_RESIDUAL:
                 r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
-                xr = (x + r).to(RO.dtype.element_ty)
+                xr = _to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                 tl.store(ro_row + cols, xr, mask=mask)
                 x = xr.to(tl.float32)
             rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
@@ -69,7 +81,7 @@ def _rms_norm_kernel(
             if HAS_WEIGHT:
                 w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
                 y = y * (w + weight_offset)
-            tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=mask)
+            tl.store(y_row + cols, _to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
         else:
             acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             for start in range(0, N, BLOCK_N):
@@ -78,7 +90,7 @@ def _rms_norm_kernel(
                 x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
                 if HAS_RESIDUAL:
                     r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
-                    xr = (x + r).to(RO.dtype.element_ty)
+                    xr = _to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                     tl.store(ro_row + c, xr, mask=mask)
                     x = xr.to(tl.float32)
                 acc += x * x
@@ -95,7 +107,7 @@ def _rms_norm_kernel(
                 if HAS_WEIGHT:
                     w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
                     y = y * (w + weight_offset)
-                tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+                tl.store(y_row + c, _to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
 
 
 @dataclass(frozen=True)
@@ -242,7 +254,8 @@ def _launch(
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, weight if weight is not None else x,
          y, y_stride // ya, m, n // na, eps, weight_offset),
         {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na, "HAS_RESIDUAL": has_res,
-         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass},
+         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass,
+         "EMULATE_RNE": _INTERPRETED},
         cfg.num_warps,
     )
 

@@ -53,14 +53,14 @@ def _rms_norm_fp8_kernel(
     row = tl.cast(tl.program_id(0), tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
-    x = tl.load(X + row * (x_stride_q * X_ALIGN) + cols, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + row * x_stride_q * X_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
-        r = tl.load(R + row * (r_stride_q * R_ALIGN) + cols, mask=mask, other=0.0).to(tl.float32)
+        r = tl.load(R + row * r_stride_q * R_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
         xr = x + r
         if EMULATE_ROUNDING and RO.dtype.element_ty == tl.bfloat16:
             xr = _round_mantissa(xr, 7)  # the interpreter truncates float32 -> bfloat16
         xr = xr.to(RO.dtype.element_ty)
-        tl.store(RO + row * (ro_stride_q * RO_ALIGN) + cols, xr, mask=mask)
+        tl.store(RO + row * ro_stride_q * RO_ALIGN + cols, xr, mask=mask)
         x = xr.to(tl.float32)
     rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
     y = x * rstd
@@ -75,7 +75,7 @@ def _rms_norm_fp8_kernel(
     q = tl.clamp(y / scale, -qmax, qmax)
     if EMULATE_ROUNDING:
         q = _round_mantissa(q, MANT_BITS)
-    tl.store(Q + row * (q_stride_q * Q_ALIGN) + cols, q.to(Q.dtype.element_ty), mask=mask)
+    tl.store(Q + row * q_stride_q * Q_ALIGN + cols, q.to(Q.dtype.element_ty), mask=mask)
 
 
 def _check_quant_dtype(name: str, dtype: object) -> tuple[float, int]:
