@@ -68,6 +68,9 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
               json_path=out, db=tmp_path / "db.sqlite", progress=killer)
     partial = load_record(out)
     assert not partial.complete and partial.measurements
+    with Store(tmp_path / "db.sqlite") as store:
+        (row,) = store.list_runs()
+        assert row["run_id"] == partial.run_id and not row["complete"], "a killed run is stored, as partial"
     before = {(m["impl"], tuple(m["shape"])): m["samples_us"] for m in partial.measurements}
     done = bench(resume=out, db=tmp_path / "db.sqlite")
     assert done.complete and len(done.measurements) == 4
@@ -116,3 +119,26 @@ def test_roofline_placement_and_speedups():
     a, p1, p2 = R.measurements
     assert a["speedup_vs_baseline"] == 2.0 and a["speedup_vs_best_peer"] == 1.5 and a["best_peer"] == "p2"
     assert p2["best_peer"] == "p1" and p2["speedup_vs_best_peer"] == pytest.approx(20 / 15)
+
+
+def test_options_are_validated_before_work():
+    with pytest.raises(ValueError, match="regime"):
+        make_plan("rmsnorm", ["ridgeline"], [(2, 64)], regimes=["bogus"])
+    with pytest.raises(ValueError, match="variant: rmsnorm knows"):
+        make_plan("rmsnorm", ["ridgeline"], [(2, 64)], variants=["stride"])
+    assert make_plan("rmsnorm", ["ridgeline"], [(2, 64)], variants=["strided+w-fp32"]).variants == ["strided+w-fp32"]
+    with pytest.raises(ValueError, match="baseline: 'nope'"):
+        make_plan("rmsnorm", ["ridgeline", "torch-F"], [(2, 64)], baseline="nope")
+    assert make_plan("rmsnorm", ["ridgeline", "torch-F"], [(2, 64)]).baseline == "torch-F"
+    assert make_plan("rmsnorm", ["torch-F", "torch-eager"], [(2, 64)]).baseline == "torch-eager"
+
+
+def test_resume_refuses_new_settings(tmp_path):
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    out = tmp_path / "r.json"
+    bench("rmsnorm", ["torch-F"], [(2, 64)], [torch.float32], budget_s=0.02, json_path=out, db=tmp_path / "d")
+    r = CliRunner().invoke(app, ["bench", "rmsnorm", "--resume", str(out), "--budget", "1"])
+    assert r.exit_code == 2 and "keeps its own settings" in r.output

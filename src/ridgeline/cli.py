@@ -125,7 +125,8 @@ def bench(
         "--regime", help="auto | cold-eager | graph-cold | graph-hot | host; repeat")] = None,
     variant: Annotated[list[str] | None, typer.Option("--variant", help="e.g. w-fp32, strided; repeat")] = None,
     budget: Annotated[float | None, typer.Option(help="seconds of sampling per measurement")] = None,
-    baseline: Annotated[str, typer.Option(help="implementation the speedups are over")] = "torch-eager",
+    baseline: Annotated[str | None, typer.Option(
+        help="implementation the speedups are over (default: torch-eager when benched, else the first peer)")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="write the run record here")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue a killed run from its record")] = None,
     db: Annotated[Path | None, typer.Option(help="SQLite store (default: user data dir)")] = None,
@@ -139,6 +140,12 @@ def bench(
 
     if op is None and resume is None:
         _fail("op: name an op, or pass --resume RUN.json")
+    if resume is not None:
+        given = [name for name, v in (("OP", op), ("--impl", impl), ("--shapes", shapes), ("--dtype", dtype),
+                                      ("--regime", regime), ("--variant", variant), ("--budget", budget),
+                                      ("--baseline", baseline)) if v]
+        if given or refresh_probe:
+            _fail(f"resume: a resumed run keeps its own settings; drop {', '.join(given or ['--refresh-probe'])}")
     try:
         if resume is not None:
             plan = BenchPlan.from_settings(load_record(resume).settings)

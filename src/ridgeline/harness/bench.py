@@ -59,6 +59,9 @@ class BenchPlan:
 
 
 def regimes_for(requested: Sequence[str], case: Case, device: torch.device) -> list[str]:
+    for r in requested:
+        if r != "auto" and (r not in REGIMES or r == "cpu"):
+            raise ValueError(f"regime: expected auto or one of {', '.join(REGIMES[:-1])}, got {r!r}")
     if device.type != "cuda":
         return ["cpu"]
     out: list[str] = []
@@ -166,10 +169,10 @@ def run_bench(
             done = record.find_check(key)
             if done is None:
                 result = check_case(spec, impl, case, device, plan.seed).to_dict()
-                record.add_check(result)
-                if not result["passed"]:
+                if not result["passed"]:  # the failure first: a kill between the two saves loses nothing
                     record.add_failure({**_failure_base(plan.op, impl, case), "regime": "", "stage": "check",
                                         "reason": "; ".join(result["reasons"])})
+                record.add_check(result)
                 done = result
             if done["passed"]:
                 passing.append(impl)
@@ -222,7 +225,7 @@ def make_plan(
     regimes: Iterable[str] = ("auto",),
     variants: Iterable[str] = ("",),
     budget_s: float | None = None,
-    baseline: str = DEFAULT_BASELINE,
+    baseline: str | None = None,
     device: torch.device | None = None,
 ) -> BenchPlan:
     """Resolve defaults (shape set, dtypes, implementations) and fail fast on a typo, before minutes of work."""
@@ -239,12 +242,22 @@ def make_plan(
         regimes=list(regimes) or ["auto"],
         variants=list(variants) or [""],
         budget_s=budget_s if budget_s is not None else (1.5 if device.type == "cuda" else 0.3),
-        baseline=baseline,
+        baseline=baseline or "",
     )
+    if not plan.baseline:  # torch-eager when benched, else the first peer, else the first implementation
+        peers = [n for n in plan.impls if registry.resolve(op, n).source == "peer"]
+        plan.baseline = DEFAULT_BASELINE if DEFAULT_BASELINE in plan.impls else (peers or plan.impls)[0]
     for name in plan.impls:
         registry.resolve(op, name)
     for case in plan.cases()[:1]:
         regimes_for(plan.regimes, case, device)
+    for v in plan.variants:
+        if any(part not in spec.variants for part in v.split("+") if part):
+            raise ValueError(f"variant: {op} knows {', '.join(repr(k) for k in spec.variants if k)} "
+                             f"(join several with '+'); got {v!r}")
+    if baseline is not None and baseline not in plan.impls:
+        raise ValueError(f"baseline: {baseline!r} is not among the implementations benched "
+                         f"({', '.join(plan.impls)}); add it with --impl or pick one of them")
     return plan
 
 
@@ -256,7 +269,7 @@ def bench(
     regimes: Iterable[str] = ("auto",),
     variants: Iterable[str] = ("",),
     budget_s: float | None = None,
-    baseline: str = DEFAULT_BASELINE,
+    baseline: str | None = None,
     json_path: Path | str | None = None,
     resume: Path | str | None = None,
     db: Path | str | None = None,
@@ -277,6 +290,10 @@ def bench(
     if resume is not None:
         record = load_record(resume)
         plan = BenchPlan.from_settings(record.settings)
+        here = torch.cuda.get_device_name() if device.type == "cuda" else None
+        if here != record.env.get("gpu"):
+            raise ValueError(f"resume: the run was measured on {record.env.get('gpu') or 'the CPU'}, this machine "
+                             f"has {here or 'no GPU'}: its numbers would not be comparable; start a new run")
         if json_path is not None and Path(json_path) != Path(resume):
             record.path = Path(json_path)
         record.complete = False
@@ -290,7 +307,9 @@ def bench(
                            device=device_profile(refresh=refresh_probe), settings=plan.settings())
         record.path = Path(json_path) if json_path else default_run_path(record.run_id)
     record.save()
-    run_bench(plan, record, record.device, device, progress)
-    with Store(db or default_db()) as store:
-        store.put(record)
+    try:
+        run_bench(plan, record, record.device, device, progress)
+    finally:  # a killed or failed run is stored too (as partial): `ridgeline runs` lists it
+        with Store(db or default_db()) as store:
+            store.put(record)
     return record

@@ -66,7 +66,8 @@ class CachedLauncher:
     def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int) -> None:
         fast = _ENABLED and args[0].is_cuda and os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0"
         if fast:
-            key = (*constexprs.values(), num_warps, *map(_arg_key, args))
+            # Triton keeps one compiled module per device: the device is part of the key.
+            key = (args[0].device.index, *constexprs.values(), num_warps, *map(_arg_key, args))
             kernel = self._compiled.get(key)
             if kernel is not None:
                 stream = _raw_stream(args[0].device.index)

@@ -112,6 +112,7 @@ class OpSpec(ABC):
     batch_inputs: tuple[str, ...]  # inputs whose dim 0 indexes independent rows (batch invariance, chunking)
     dtypes: tuple[torch.dtype, ...]
     shape_sets: dict[str, list[Shape]] = field(default_factory=dict)
+    variants: tuple[str, ...] = ("",)  # input variants make_inputs understands ("" = plain); combine with "+"
 
     @abstractmethod
     def make_inputs(self, case: Case, device: torch.device | str, seed: int) -> Inputs:

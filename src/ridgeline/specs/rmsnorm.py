@@ -36,6 +36,8 @@ CPU: list[Shape] = [(1, 4096), (16, 4096), (64, 4096), (64, 4100), (16, 8192)]
 # More than 2^31 elements: 64-bit offsets or bust (CUDA only).
 HUGE: Shape = (2**31 // 4096 + 1, 4096)
 
+VARIANTS = ("", "strided", "w-fp32", "nan", "inf")
+
 TOLERANCES = {
     torch.float32: Tolerance(atol=1e-5, rtol=1e-5),
     # Two roundings (one ulp) must pass: HF-style peers round y before multiplying by the weight.
@@ -119,6 +121,7 @@ class RMSNormSpec(_RMSNormFamily, OpSpec):
             batch_inputs=("x",),
             dtypes=(torch.bfloat16, torch.float16, torch.float32),
             shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": EDGE, "cpu": CPU},
+            variants=VARIANTS,
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -148,6 +151,7 @@ class FusedAddRMSNormSpec(_RMSNormFamily, OpSpec):
             batch_inputs=("x", "residual"),
             dtypes=(torch.bfloat16, torch.float16, torch.float32),
             shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": EDGE, "cpu": CPU},
+            variants=VARIANTS,
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:

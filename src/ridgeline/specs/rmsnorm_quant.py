@@ -76,6 +76,7 @@ class RMSNormFP8Spec(_QuantFamily, OpSpec):
             signature="fn(x, weight, eps, scale) -> out (float8_e4m3fn)", outputs=("out",), batch_inputs=("x",),
             dtypes=(torch.bfloat16, torch.float16), shape_sets={"sweep": SWEEP, "decode": DECODE,
                                                                 "edge": QUANT_EDGE, "cpu": CPU},
+            variants=("", "strided", "w-fp32"),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -105,6 +106,7 @@ class RMSNormDynamicQuantSpec(_QuantFamily, OpSpec):
             signature="fn(x, weight, eps) -> (out float8_e4m3fn, scales [M, 1] float32)", outputs=("out", "scales"),
             batch_inputs=("x",), dtypes=(torch.bfloat16, torch.float16),
             shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": QUANT_EDGE, "cpu": CPU},
+            variants=("", "strided", "w-fp32"),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -134,6 +136,7 @@ class FusedAddRMSNormDynamicQuantSpec(_QuantFamily, OpSpec):
             outputs=("out", "scales", "residual_out"), batch_inputs=("x", "residual"),
             dtypes=(torch.bfloat16, torch.float16),
             shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": QUANT_EDGE, "cpu": CPU},
+            variants=("", "strided", "w-fp32"),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
