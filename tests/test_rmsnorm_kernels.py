@@ -191,6 +191,14 @@ def test_rejects_zero_hidden_and_bad_eps_and_bad_out():
         rms_norm(rand(3, 4), out=rand(3, 4, dtype=torch.float16))
 
 
+def test_rejects_bad_weight_offset():
+    x, w = rand(2, 8), rand(8)
+    with pytest.raises(TypeError, match="weight_offset: expected a float"):
+        rms_norm(x, w, weight_offset="1")
+    with pytest.raises(ValueError, match="weight_offset: expected a finite float"):
+        rms_norm(x, w, weight_offset=float("nan"))
+
+
 def test_inplace_needs_viewable_rows():
     x = rand(4, 3, 64).transpose(0, 1)
     with pytest.raises(ValueError, match="x: leading dims"):

@@ -86,7 +86,9 @@ def resolve(op: str, name: str) -> Impl:
         return _RESOLVED[(op, name)]
     if name not in _FACTORIES.get(op, {}):
         if ":" in name and name.rsplit(":", 1)[0].endswith(".py"):
-            return load_user_impl(op, name)
+            impl = load_user_impl(op, name)  # imported once per process: check and bench reuse it
+            _RESOLVED[(op, name)] = impl
+            return impl
         known = ", ".join(_FACTORIES.get(op, {}))
         raise ValueError(f"impl: {op} has no implementation {name!r}; registered: {known}; or pass file.py:fn")
     source, factory, mutates, description = _FACTORIES[op][name]

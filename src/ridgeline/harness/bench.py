@@ -197,7 +197,7 @@ def run_bench(
                 m = {**_failure_base(plan.op, impl, case), "source": impl.source, **timing.to_dict()}
                 place_on_roofline(m, spec, case, profile)
                 if device.type == "cuda":
-                    nv = nvml_state(device.index or 0)
+                    nv = nvml_state(device.index if device.index is not None else torch.cuda.current_device())
                     m["sm_clock_mhz"] = nv.get("sm_clock_mhz")
                     m["throttled"] = bool(nv.get("throttle_reasons", 0) & THROTTLE_MASK) if nv else None
                     torch.cuda.empty_cache()

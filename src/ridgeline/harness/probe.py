@@ -126,7 +126,7 @@ def measure(quick: bool = False, log: Callable[[str], None] = lambda s: None) ->
     props = torch.cuda.get_device_properties(idx)
     nv = nvml_state(idx)
     profile: dict[str, Any] = {
-        "schema": PROFILE_SCHEMA, "name": props.name, "device_type": "cuda", "measured": True,
+        "schema": PROFILE_SCHEMA, "name": props.name, "device_type": "cuda", "measured": True, "quick": quick,
         "driver": nv.get("driver"), "compute_capability": f"{props.major}.{props.minor}",
         "sm_count": props.multi_processor_count, "l2_bytes": getattr(props, "L2_cache_size", None),
         "memory_bytes": props.total_memory,
@@ -182,7 +182,9 @@ def device_profile(refresh: bool = False, quick: bool = False, log: Callable[[st
     path = _profile_path(torch.cuda.get_device_name(idx), nvml_state(idx).get("driver"))
     if path.exists() and not refresh:
         cached = json.loads(path.read_text())
-        if cached.get("schema") == PROFILE_SCHEMA:
+        # A full profile serves a quick request; a quick one (smaller problems, lower ceilings) is replaced
+        # when a full one is asked for.
+        if cached.get("schema") == PROFILE_SCHEMA and (quick or not cached.get("quick")):
             cached["cache_path"] = str(path)
             return cached
     profile = measure(quick=quick, log=log)

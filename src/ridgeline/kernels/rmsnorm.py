@@ -134,12 +134,13 @@ def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
     Chosen from a launch-config sweep on the H200 (scripts/explore_rmsnorm.py, docs/perf/rmsnorm.md):
     rows up to 16K elements stay in registers (one pass), with 4 warps up to 8K (16-32 elements a thread) and
     16 at 16K; wider rows loop over 8K-element chunks twice (the second pass hits L2). Hidden sizes that are
-    not a multiple of 8 cannot use 16-byte vectors: short chunks (1K, 8 warps) keep fewer lanes idle.
+    not a multiple of 16 bytes cannot use 16-byte vectors: short chunks (1K, 8 warps) keep fewer lanes idle.
+    (Measured for 16-bit dtypes; float32 follows the same byte rule, not yet measured on its own.)
     """
     block = triton.next_power_of_2(n)
     if block > MAX_SINGLE_PASS_BLOCK:
         return LaunchConfig(block_n=CHUNK_BLOCK, single_pass=False, num_warps=16)
-    if n % 8 != 0 and n >= 2048:
+    if (n * dtype.itemsize) % 16 != 0 and n >= 2048:  # rows not 16-byte multiples: no 16-byte vectors
         return LaunchConfig(block_n=1024, single_pass=False, num_warps=8)
     if block <= 8192:
         warps = max(1, min(4, block // 512))
@@ -163,6 +164,7 @@ def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
 
 
 def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset: float) -> torch.Tensor | None:
+    _check_float("weight_offset", weight_offset)
     if weight is None:
         if weight_offset != 0.0:
             raise ValueError("weight_offset: only meaningful with a weight (got weight=None)")
@@ -260,12 +262,19 @@ def _launch(
     )
 
 
+def _check_float(name: str, v: object) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise TypeError(f"{name}: expected a float, got {type(v).__name__}")
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"{name}: expected a finite float, got {v}")
+    return float(v)
+
+
 def _check_eps(eps: float) -> float:
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
-        raise TypeError(f"eps: expected a float, got {type(eps).__name__}")
+    eps = _check_float("eps", eps)
     if not eps >= 0.0:
         raise ValueError(f"eps: expected a non-negative float, got {eps}")
-    return float(eps)
+    return eps
 
 
 def rms_norm(
@@ -360,9 +369,10 @@ def rms_norm_dynamic_quant(
     residual_out, r_in, r_stride = None, None, 0
     if residual is not None:
         residual = require_tensor("residual", residual)
-        if residual.shape != x.shape or residual.dtype != x.dtype:
-            raise ValueError(f"residual: expected shape {tuple(x.shape)} and dtype {x.dtype} (same as x), "
-                             f"got {tuple(residual.shape)} {residual.dtype}")
+        if residual.shape != x.shape:
+            raise ValueError(f"residual: expected shape {tuple(x.shape)} (same as x), got {tuple(residual.shape)}")
+        if residual.dtype != x.dtype:
+            raise TypeError(f"residual: expected dtype {x.dtype} (same as x), got {residual.dtype}")
         require_same_device("residual", residual, "x", x)
         r_in, r_stride = _input_rows("residual", residual)
         residual_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)

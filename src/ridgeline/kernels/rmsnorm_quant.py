@@ -78,7 +78,8 @@ def _rms_norm_fp8_kernel(
     tl.store(Q + row * q_stride_q * Q_ALIGN + cols, q.to(Q.dtype.element_ty), mask=mask)
 
 
-def _check_quant_dtype(name: str, dtype: object) -> tuple[float, int]:
+def check_quant_dtype(name: str, dtype: object) -> tuple[float, int]:
+    """(max, mantissa bits) of a supported FP8 dtype; TypeError naming the argument otherwise."""
     if dtype not in FP8_DTYPES:
         names = ", ".join(str(d).replace("torch.", "") for d in FP8_DTYPES)
         raise TypeError(f"{name}: expected one of {names}, got {dtype}")
@@ -122,6 +123,3 @@ def validate_static_scale(scale: object, x: torch.Tensor) -> torch.Tensor:
     require_same_device("scale", scale, "x", x)
     return scale.reshape(1).to(torch.float32)
 
-
-def check_quant_dtype(name: str, dtype: object) -> None:
-    _check_quant_dtype(name, dtype)

@@ -35,15 +35,25 @@ def git_state() -> dict[str, Any]:
     return {"git_sha": sha, "git_dirty": bool(status)}
 
 
+def _nvml_handle(pynvml: Any, cuda_index: int) -> Any:
+    """NVML's handle of a CUDA device: by UUID (CUDA and NVML number GPUs differently under
+    CUDA_VISIBLE_DEVICES or a non-PCI order), by index when the UUID is not available."""
+    try:
+        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:
+        return pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
+
+
 def nvml_state(index: int = 0) -> dict[str, Any]:
-    """Clocks, power and throttle reasons from NVML; empty when NVML is unavailable."""
+    """Clocks, power and throttle reasons of CUDA device `index` from NVML; empty when NVML is unavailable."""
     try:
         import pynvml
     except ImportError:
         return {}
     try:
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        h = _nvml_handle(pynvml, index) if torch.cuda.is_available() else pynvml.nvmlDeviceGetHandleByIndex(index)
         state = {
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
@@ -59,8 +69,9 @@ def nvml_state(index: int = 0) -> dict[str, Any]:
         return {}
 
 
-# Throttle reasons that mean the clock was held down by something other than idleness or app settings.
-THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80 | 0x100  # hw slowdown, sw thermal, hw thermal, power brake, ...
+# Throttle reasons that mean the clock was held down (NVML's clocksThrottleReasons bits): software power cap,
+# hardware slowdown, software thermal, hardware thermal, hardware power brake. Idle and app settings are not.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
 def capture_env(argv: list[str] | None = None) -> dict[str, Any]:
