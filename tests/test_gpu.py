@@ -135,3 +135,15 @@ def test_fp8_static_equals_torch_rounding_of_the_same_float32_values():
     theirs = eager_rms_norm_fp8(x, w, 1e-6, s).view(torch.uint8)
     # Both round float32 y once to e4m3 (RNE); y itself may differ in the last float32 bit (reduction order).
     assert (ours != theirs).float().mean().item() < 1e-3
+
+
+def test_row_stride_of_2_31_elements_or_more():
+    # Rows 2^32 elements apart (a slice of a 16 GiB buffer): the offset must not wrap in 32 bits.
+    h = torch.empty((2, 2**20, 4096), device="cuda", dtype=torch.bfloat16)
+    h[:, -1, :].copy_(torch.randn(2, 4096, device="cuda"))
+    x = h[:, -1, :]
+    assert x.stride(0) == 2**32
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    assert torch.equal(rms_norm(x, w), rms_norm(x.contiguous(), w))
+    del h
+    torch.cuda.empty_cache()
