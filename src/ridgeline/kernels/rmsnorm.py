@@ -27,21 +27,11 @@ from ridgeline.kernels._launch import (
     rows_view,
     stride_alignment,
 )
+from ridgeline.kernels._rounding import to_storage
 
 # Widest row held whole in registers; wider rows loop over chunks of this many columns, twice.
 MAX_SINGLE_PASS_BLOCK = 16384
 CHUNK_BLOCK = 8192
-
-
-@triton.jit
-def _to_storage(v, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
-    """float32 -> the storage dtype, rounded to nearest even. Triton's CPU interpreter truncates to bfloat16;
-    under it (only) the mantissa is rounded first, so CPU results are the GPU's."""
-    if EMULATE_RNE and dtype == tl.bfloat16:
-        bits = v.to(tl.int32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-        v = bits.to(tl.float32, bitcast=True)
-    return v.to(dtype)
 
 
 @triton.jit
@@ -73,7 +63,7 @@ def _rms_norm_kernel(
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
             if HAS_RESIDUAL:
                 r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
-                xr = _to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
+                xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                 tl.store(ro_row + cols, xr, mask=mask)
                 x = xr.to(tl.float32)
             rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
@@ -81,7 +71,7 @@ def _rms_norm_kernel(
             if HAS_WEIGHT:
                 w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
                 y = y * (w + weight_offset)
-            tl.store(y_row + cols, _to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
+            tl.store(y_row + cols, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
         else:
             acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             for start in range(0, N, BLOCK_N):
@@ -90,7 +80,7 @@ def _rms_norm_kernel(
                 x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
                 if HAS_RESIDUAL:
                     r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
-                    xr = _to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
+                    xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                     tl.store(ro_row + c, xr, mask=mask)
                     x = xr.to(tl.float32)
                 acc += x * x
@@ -107,7 +97,7 @@ def _rms_norm_kernel(
                 if HAS_WEIGHT:
                     w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
                     y = y * (w + weight_offset)
-                tl.store(y_row + c, _to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
+                tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
 
 
 @dataclass(frozen=True)

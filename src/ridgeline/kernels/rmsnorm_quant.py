@@ -20,26 +20,12 @@ from ridgeline.kernels._launch import (
     require_tensor,
     stride_alignment,
 )
+from ridgeline.kernels._rounding import to_storage
 
-FP8_DTYPES = {torch.float8_e4m3fn: (448.0, 3), torch.float8_e5m2: (57344.0, 2)}  # max, mantissa bits
+FP8_DTYPES = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}  # largest finite value
 MAX_HIDDEN = 32768
 # Per-token scales never go below this (an all-zero row would otherwise divide by zero); vLLM uses the same idea.
 MIN_SCALE_FACTOR = 1.0 / 512.0
-
-
-@triton.jit
-def _round_mantissa(v, MANT_BITS: tl.constexpr):
-    """Round float32 to MANT_BITS mantissa bits, to nearest even (exact FP8 values for the cast after it).
-
-    Only used under Triton's CPU interpreter, whose float32 -> FP8 cast is not round-to-nearest (it turned 124.1
-    into 64 instead of 128 with triton 3.7.1) and whose float32 -> bfloat16 cast truncates; the GPU's cvt
-    instructions round to nearest even on their own.
-    """
-    SHIFT: tl.constexpr = 23 - MANT_BITS
-    bits = v.to(tl.int32, bitcast=True)
-    bits = bits + ((1 << (SHIFT - 1)) - 1) + ((bits >> SHIFT) & 1)
-    bits = bits & (-(1 << SHIFT))
-    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -48,7 +34,7 @@ def _rms_norm_fp8_kernel(
     N, eps, weight_offset, qmax, min_scale,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Q_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, DYNAMIC: tl.constexpr,
-    BLOCK_N: tl.constexpr, EMULATE_ROUNDING: tl.constexpr, MANT_BITS: tl.constexpr,
+    BLOCK_N: tl.constexpr, EMULATE_ROUNDING: tl.constexpr,
 ):
     row = tl.cast(tl.program_id(0), tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -56,10 +42,7 @@ def _rms_norm_fp8_kernel(
     x = tl.load(X + row * x_stride_q * X_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         r = tl.load(R + row * r_stride_q * R_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
-        xr = x + r
-        if EMULATE_ROUNDING and RO.dtype.element_ty == tl.bfloat16:
-            xr = _round_mantissa(xr, 7)  # the interpreter truncates float32 -> bfloat16
-        xr = xr.to(RO.dtype.element_ty)
+        xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_ROUNDING)
         tl.store(RO + row * ro_stride_q * RO_ALIGN + cols, xr, mask=mask)
         x = xr.to(tl.float32)
     rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
@@ -73,13 +56,11 @@ def _rms_norm_fp8_kernel(
     else:
         scale = tl.load(S)
     q = tl.clamp(y / scale, -qmax, qmax)
-    if EMULATE_ROUNDING:
-        q = _round_mantissa(q, MANT_BITS)
-    tl.store(Q + row * q_stride_q * Q_ALIGN + cols, q.to(Q.dtype.element_ty), mask=mask)
+    tl.store(Q + row * q_stride_q * Q_ALIGN + cols, to_storage(q, Q.dtype.element_ty, EMULATE_ROUNDING), mask=mask)
 
 
-def check_quant_dtype(name: str, dtype: object) -> tuple[float, int]:
-    """(max, mantissa bits) of a supported FP8 dtype; TypeError naming the argument otherwise."""
+def check_quant_dtype(name: str, dtype: object) -> float:
+    """The largest finite value of a supported FP8 dtype; TypeError naming the argument otherwise."""
     if dtype not in FP8_DTYPES:
         names = ", ".join(str(d).replace("torch.", "") for d in FP8_DTYPES)
         raise TypeError(f"{name}: expected one of {names}, got {dtype}")
@@ -96,7 +77,7 @@ def launch_fp8(
         return
     if n > MAX_HIDDEN:
         raise ValueError(f"x: the FP8 path keeps a row in registers: hidden size up to {MAX_HIDDEN}, got {n}")
-    qmax, mant = FP8_DTYPES[q.dtype]
+    qmax = FP8_DTYPES[q.dtype]
     block = triton.next_power_of_2(n)
     warps = max(1, min(16, block // 512))
     has_res = residual is not None
@@ -107,7 +88,7 @@ def launch_fp8(
         x, x_stride // xa, r, rs // ra, ro, ros // roa, weight if weight is not None else x, q, n // qa, scale,
         n, eps, weight_offset, qmax, MIN_SCALE_FACTOR / qmax,
         X_ALIGN=xa, R_ALIGN=ra, RO_ALIGN=roa, Q_ALIGN=qa, HAS_RESIDUAL=has_res, HAS_WEIGHT=weight is not None,
-        DYNAMIC=dynamic, BLOCK_N=block, EMULATE_ROUNDING=interpreter_enabled(), MANT_BITS=mant, num_warps=warps,
+        DYNAMIC=dynamic, BLOCK_N=block, EMULATE_ROUNDING=interpreter_enabled(), num_warps=warps,
     )
 
 

@@ -50,14 +50,21 @@ def header(p: Plan) -> Table:
     return t
 
 
+def _table(title: str, label: str, numeric: tuple[str, ...], trailing: tuple[str, ...] = ()) -> Table:
+    """A left-titled table: a label column, right-aligned number columns, then text columns."""
+    t = Table(title=title, title_justify="left")
+    t.add_column(label)
+    for c in numeric:
+        t.add_column(c, justify="right")
+    for c in trailing:
+        t.add_column(c)
+    return t
+
+
 def weights_table(p: Plan) -> Table:
-    t = Table(title="Weights (exact, from the architecture)", title_justify="left")
-    t.add_column("component")
-    t.add_column("parameters", justify="right")
-    t.add_column("params / rank", justify="right")
-    t.add_column("bytes / rank", justify="right")
-    t.add_column("GiB / rank", justify="right")
-    t.add_column("sharding")
+    t = _table("Weights (exact, from the architecture)", "component",
+               ("parameters", "params / rank", "bytes / rank", "GiB / rank"),
+               ("sharding",))
     for c in p.weight_components:
         t.add_row(c.name + (" [q]" if c.quantized else ""), _b(c.params), _b(c.params_per_rank),
                   _b(c.bytes_per_rank), _g(c.bytes_per_rank), c.sharding)
@@ -68,13 +75,8 @@ def weights_table(p: Plan) -> Table:
 
 
 def kv_table(p: Plan) -> Table:
-    t = Table(title="KV cache per token (exact)", title_justify="left")
-    t.add_column("layer type")
-    t.add_column("layers", justify="right")
-    t.add_column("heads / rank x dim", justify="right")
-    t.add_column("B / token / layer / rank", justify="right")
-    t.add_column("B / token / rank", justify="right")
-    t.add_column("cap (tokens)", justify="right")
+    t = _table("KV cache per token (exact)", "layer type",
+               ("layers", "heads / rank x dim", "B / token / layer / rank", "B / token / rank", "cap (tokens)"))
     for k in p.kv_types:
         if k.kind == "sliding":
             label = f"sliding window {k.window:,}"
@@ -92,11 +94,7 @@ def kv_table(p: Plan) -> Table:
 
 
 def budget_table(p: Plan) -> Table:
-    t = Table(title="Memory account per GPU (GiB = 2^30 bytes)", title_justify="left")
-    t.add_column("term")
-    t.add_column("bytes", justify="right")
-    t.add_column("GiB", justify="right")
-    t.add_column("kind")
+    t = _table("Memory account per GPU (GiB = 2^30 bytes)", "term", ("bytes", "GiB"), ("kind",))
     t.add_column("note", overflow="fold", max_width=60)
 
     def row(term: Term, sign: str = "") -> None:
@@ -119,10 +117,7 @@ def budget_table(p: Plan) -> Table:
 
 
 def result_table(p: Plan) -> Table:
-    t = Table(title="KV capacity", title_justify="left")
-    t.add_column("")
-    t.add_column("per rank / engine", justify="right")
-    t.add_column("total", justify="right")
+    t = _table("KV capacity", "", ("per rank / engine", "total"))
     lay = p.layout
     t.add_row("KV pool (bytes)", _b(p.kv_pool_bytes), _b(p.kv_pool_bytes * p.num_gpus))
     t.add_row("KV pool (GiB)", _g(p.kv_pool_bytes), _g(p.kv_pool_bytes * p.num_gpus))
@@ -152,11 +147,8 @@ def render_plan(p: Plan, console: Console | None = None) -> None:
 
 def render_measure(m: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
-    t = Table(title=f"Measured on {m['device']['name']} (torch.cuda.mem_get_info)", title_justify="left")
-    t.add_column("quantity")
-    t.add_column("planned bytes", justify="right")
-    t.add_column("observed bytes", justify="right")
-    t.add_column("missed (GiB)", justify="right")
+    t = _table(f"Measured on {m['device']['name']} (torch.cuda.mem_get_info)", "quantity",
+               ("planned bytes", "observed bytes", "missed (GiB)"))
     for row in m["comparison"]:
         planned, observed = row.get("planned"), row.get("observed")
         missed = "" if planned is None or observed is None else f"{gib(observed - planned):+.3f}"
