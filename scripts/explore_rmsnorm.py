@@ -13,35 +13,12 @@ import json
 import math
 
 import torch
-import triton
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
-from ridgeline.kernels.rmsnorm import LaunchConfig, _launch, launch_config
+from ridgeline.kernels.rmsnorm import _launch, candidate_configs, launch_config
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
 L2_BYTES = 60 * 2**20
-
-
-def candidates(n: int) -> list[LaunchConfig]:
-    out = []
-    block = triton.next_power_of_2(n)
-    if block <= 32768:
-        for warps in (1, 2, 4, 8, 16, 32):
-            if block // (32 * warps) < 1 or block // (32 * warps) > 128:
-                continue
-            for per_sm in (0, 2, 4, 8, 16):
-                if per_sm * warps > 64:
-                    continue
-                out.append(LaunchConfig(block, True, warps, per_sm))
-    if n >= 4096:
-        # Two passes: a persistent grid bounds the rows in flight, so the second pass can find them in L2.
-        for chunk in (1024, 2048, 4096, 8192):
-            for warps in (4, 8, 16):
-                if chunk // (32 * warps) >= 2:
-                    for per_sm in ((0, 1, 2, 3) if n >= 32768 else (0,)):
-                        if per_sm * warps <= 64:
-                            out.append(LaunchConfig(chunk, False, warps, per_sm))
-    return out
 
 
 def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str):
@@ -65,7 +42,8 @@ def main() -> None:
     dtype = torch.bfloat16
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
-              "wide": [(2048, 65536), (512, 131072)]}[args.shapes]
+              "wide": [(2048, 65536), (512, 131072)],
+              "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)]}[args.shapes]
     results = []
     for m, n in shapes:
         bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n
@@ -79,7 +57,7 @@ def main() -> None:
             base = (x0.double() + sets[0][1].double()).to(dtype).double()
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
         default = launch_config(n, dtype)
-        for cfg in candidates(n):
+        for cfg in candidate_configs(n):
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}

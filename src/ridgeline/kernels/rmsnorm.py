@@ -35,12 +35,63 @@ CHUNK_BLOCK = 8192
 
 
 @triton.jit
+def _load_piece(
+    x_row, r_row, ro_row, W, off, N,
+    P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
+):
+    """Columns [off, off + P) of a row as float32 (after the residual add, whose result is stored here) and
+    the weight there. Only the row's last piece is masked: the others lie wholly inside it."""
+    c = off + tl.arange(0, P)
+    # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
+    if MASKED:
+        mask = c < N
+        x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+        if HAS_RESIDUAL:
+            r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
+            xr = to_storage(x + r, ro_row.dtype.element_ty, EMULATE_RNE)
+            tl.store(ro_row + c, xr, mask=mask)
+            x = xr.to(tl.float32)
+        w = x
+        if HAS_WEIGHT:
+            w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+    else:
+        x = tl.load(x_row + c).to(tl.float32)
+        if HAS_RESIDUAL:
+            r = tl.load(r_row + c).to(tl.float32)
+            xr = to_storage(x + r, ro_row.dtype.element_ty, EMULATE_RNE)
+            tl.store(ro_row + c, xr)
+            x = xr.to(tl.float32)
+        w = x
+        if HAS_WEIGHT:
+            w = tl.load(W + c).to(tl.float32)
+    return x, w
+
+
+@triton.jit
+def _store_piece(
+    y_row, x, w, rstd, weight_offset, off, N,
+    P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):
+    c = off + tl.arange(0, P)
+    y = x * rstd
+    if HAS_WEIGHT:
+        y = y * (w + weight_offset)
+    y = to_storage(y, y_row.dtype.element_ty, EMULATE_RNE)
+    if MASKED:
+        tl.store(y_row + c, y, mask=c < N)
+    else:
+        tl.store(y_row + c, y)
+
+
+@triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
-    BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
+    REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -54,45 +105,65 @@ def _rms_norm_kernel(
         row64 = tl.cast(row, tl.int64)
         x_row = X + row64 * x_stride_q * X_ALIGN
         y_row = Y + row64 * y_stride_q * Y_ALIGN
+        r_row = x_row
+        ro_row = y_row
         if HAS_RESIDUAL:
             r_row = R + row64 * r_stride_q * R_ALIGN
             ro_row = RO + row64 * ro_stride_q * RO_ALIGN
         if SINGLE_PASS:
-            mask = cols < N
-            # Upcast right after every load: fp32 math on the GPU, and bf16 is wrong in the CPU interpreter.
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            if HAS_RESIDUAL:
-                r = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
-                xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
-                tl.store(ro_row + cols, xr, mask=mask)
-                x = xr.to(tl.float32)
-            rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-            y = x * rstd
-            if HAS_WEIGHT:
-                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                y = y * (w + weight_offset)
-            tl.store(y_row + cols, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
+            # The row in registers as up to three power-of-two pieces (5120 = 4096 + 1024: no idle lanes), all
+            # loads (weight included) issued before the reduction so their latencies overlap.
+            B_OFF: tl.constexpr = BLOCK_N
+            C_OFF: tl.constexpr = BLOCK_N + PIECE_B
+            xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
+                                 HAS_RESIDUAL, HAS_WEIGHT, EMULATE_RNE)
+            if PIECE_B > 0:
+                xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
+                                     HAS_RESIDUAL, HAS_WEIGHT, EMULATE_RNE)
+            if PIECE_C > 0:
+                xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
+                                     HAS_RESIDUAL, HAS_WEIGHT, EMULATE_RNE)
+            sum_sq = tl.sum(xa * xa, axis=0)
+            if PIECE_B > 0:
+                sum_sq += tl.sum(xb * xb, axis=0)
+            if PIECE_C > 0:
+                sum_sq += tl.sum(xc * xc, axis=0)
+            rstd = tl.rsqrt(sum_sq / N + eps)
+            _store_piece(y_row, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT, EMULATE_RNE)
+            if PIECE_B > 0:
+                _store_piece(y_row, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B, PIECE_C == 0,
+                             HAS_WEIGHT, EMULATE_RNE)
+            if PIECE_C > 0:
+                _store_piece(y_row, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True, HAS_WEIGHT,
+                             EMULATE_RNE)
         else:
+            # Rows too wide for registers: sum of squares over chunks, then a second pass re-reads the row.
+            # L2_HINTS keeps the first pass's lines in L2 (evict_last) and lets the second pass drop them.
+            first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
+            second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
             acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             for start in range(0, N, BLOCK_N):
                 c = start + cols
                 mask = c < N
-                x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+                x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy=first_policy).to(tl.float32)
                 if HAS_RESIDUAL:
                     r = tl.load(r_row + c, mask=mask, other=0.0).to(tl.float32)
                     xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
-                    tl.store(ro_row + c, xr, mask=mask)
+                    tl.store(ro_row + c, xr, mask=mask, eviction_policy=first_policy)
                     x = xr.to(tl.float32)
                 acc += x * x
             rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
-            # Second pass re-reads the row (from L2 for all but the widest rows) and writes y.
-            src_row = x_row
-            if HAS_RESIDUAL:
-                src_row = ro_row
-            for start in range(0, N, BLOCK_N):
-                c = start + cols
+            # Second pass re-reads the row (from L2 unless too many rows are in flight) and writes y. Last chunk
+            # first (REVERSE_PASS2): the most recently read lines are the likeliest to be in L2 still.
+            src_row = ro_row if HAS_RESIDUAL else x_row
+            n_chunks = tl.cdiv(N, BLOCK_N)
+            for i in range(0, n_chunks):
+                if REVERSE_PASS2:
+                    c = (n_chunks - 1 - i) * BLOCK_N + cols
+                else:
+                    c = i * BLOCK_N + cols
                 mask = c < N
-                x = tl.load(src_row + c, mask=mask, other=0.0).to(tl.float32)
+                x = tl.load(src_row + c, mask=mask, other=0.0, eviction_policy=second_policy).to(tl.float32)
                 y = x * rstd
                 if HAS_WEIGHT:
                     w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
@@ -110,11 +181,79 @@ class LaunchConfig:
     # Programs per SM of the persistent grid-stride loop; 0 launches one program per row. Either way a row's
     # arithmetic is the same, so this may depend on M without breaking batch invariance.
     programs_per_sm: int = 0
+    # One pass: further power-of-two pieces of the row after the first block_n columns (0 = none); with
+    # pieces, block_n <= N and only the last piece is masked.
+    piece_b: int = 0
+    piece_c: int = 0
+    # Two passes: the second pass walks the chunks last to first; L2 eviction hints on the two passes.
+    reverse_pass2: bool = False
+    l2_hints: bool = False
+
+    def __post_init__(self) -> None:
+        if self.piece_c and not self.piece_b:
+            raise ValueError("LaunchConfig: piece_c needs piece_b")
+        if (self.piece_b or self.piece_c) and not self.single_pass:
+            raise ValueError("LaunchConfig: row pieces are a one-pass layout")
+
+    def width(self) -> int:
+        """Columns one pass covers: rows up to this wide fit (one pass), or the chunk width (two passes)."""
+        return self.block_n + self.piece_b + self.piece_c
 
     def describe(self) -> str:
-        mode = "1-pass" if self.single_pass else "2-pass"
         grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
-        return f"{mode} BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}"
+        if self.single_pass:
+            pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
+            return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
+        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else ""))
+        return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
+
+
+def row_pieces(n: int, max_pieces: int = 3) -> tuple[int, ...]:
+    """Split a row of n columns into power-of-two pieces, largest first: 5120 -> (4096, 1024), 7168 -> (4096,
+    2048, 1024); the last piece is rounded up (masked) when n has more set bits than max_pieces allows."""
+    pieces: list[int] = []
+    rest = n
+    while rest > 0:
+        if len(pieces) == max_pieces - 1:
+            pieces.append(triton.next_power_of_2(rest))
+            break
+        p = 1 << (rest.bit_length() - 1)
+        pieces.append(p)
+        rest -= p
+    return tuple(pieces)
+
+
+def candidate_configs(n: int) -> list[LaunchConfig]:
+    """The configs worth timing for hidden size n (scripts/explore_rmsnorm.py sweeps them): warps around the
+    current choice, the row as one masked power-of-two block or as exact power-of-two pieces, and for wide or
+    unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
+    out = []
+    block = triton.next_power_of_2(n)
+    pieces = row_pieces(n)
+    if block <= 16384:
+        layouts = [(block, 0, 0)]
+        if len(pieces) > 1 and pieces[0] != block:
+            layouts.append((*pieces, 0, 0)[:3])
+        for first, b, c in layouts:
+            for warps in (2, 4, 8, 16):
+                per_thread = first // (32 * warps)
+                if 2 <= per_thread <= 64:
+                    out.append(LaunchConfig(first, True, warps, 0, b, c))
+    unaligned = (n * 2) % 16 != 0
+    orders = ((False, False), (True, False), (True, True), (False, True))
+    if block > 16384:  # wide rows: two passes only
+        for chunk, warps in ((8192, 16), (4096, 8)):
+            for per_sm in (0, 2):
+                for rev, hints in orders:
+                    out.append(LaunchConfig(chunk, False, warps, per_sm, reverse_pass2=rev, l2_hints=hints))
+    elif unaligned and n >= 2048:
+        for chunk in (1024, 2048):
+            for rev, hints in orders[:2]:
+                out.append(LaunchConfig(chunk, False, 8, 0, reverse_pass2=rev, l2_hints=hints))
+    elif n >= 16384:
+        for rev, hints in orders:
+            out.append(LaunchConfig(8192, False, 16, 0, reverse_pass2=rev, l2_hints=hints))
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -236,7 +375,10 @@ def _launch(
 ) -> None:
     if m == 0:
         return
-    cfg = cfg or launch_config(n, x.dtype)
+    if cfg is None:
+        cfg = launch_config(n, x.dtype)
+    elif cfg.single_pass and (cfg.width() < n or (cfg.piece_b and cfg.block_n > n)):
+        raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
     has_res = r is not None
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
@@ -246,8 +388,9 @@ def _launch(
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, weight if weight is not None else x,
          y, y_stride // ya, m, n // na, eps, weight_offset),
         {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na, "HAS_RESIDUAL": has_res,
-         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "SINGLE_PASS": cfg.single_pass,
-         "EMULATE_RNE": _INTERPRETED},
+         "HAS_WEIGHT": weight is not None, "BLOCK_N": cfg.block_n, "PIECE_B": cfg.piece_b,
+         "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass, "REVERSE_PASS2": cfg.reverse_pass2,
+         "L2_HINTS": cfg.l2_hints, "EMULATE_RNE": _INTERPRETED},
         cfg.num_warps,
     )
 

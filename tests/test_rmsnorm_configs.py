@@ -1,0 +1,99 @@
+"""Every launch-config knob of the RMSNorm kernel computes the same op: row pieces, two-pass order and L2 hints,
+persistent grids. Small rows stand in for wide ones (the interpreter is slow); the GPU sweep times the same knobs
+at real sizes (scripts/explore_rmsnorm.py) and checks each result before timing it."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import DEVICE
+from ridgeline.kernels.rmsnorm import LaunchConfig, _launch, candidate_configs, launch_config, row_pieces
+from test_rmsnorm_kernels import assert_close, rand, ref_rms
+
+
+def run(cfg, x, w, r=None):
+    """Our kernel with an explicit config on rows of x (strided rows allowed); returns (y, residual_out)."""
+    m, n = x.shape
+    y = torch.full((m, n), float("nan"), device=DEVICE, dtype=x.dtype)
+    ro = torch.full_like(y, float("nan")) if r is not None else None
+    _launch(x, x.stride(0), r, r.stride(0) if r is not None else 0, ro, n, w, y, n, m, n, 1e-6, 0.0, cfg)
+    return y, ro
+
+
+def configs_for(n):
+    pieces = row_pieces(n)
+    out = [LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2]),
+           LaunchConfig(pieces[0], True, 1, 3, *(list(pieces[1:]) + [0, 0])[:2])]
+    for rev in (False, True):
+        for hints in (False, True):
+            out.append(LaunchConfig(16, False, 1, 0, reverse_pass2=rev, l2_hints=hints))
+    out.append(LaunchConfig(32, False, 2, 1, reverse_pass2=True, l2_hints=True))
+    return out
+
+
+@pytest.mark.parametrize("n", [21, 28, 100, 515])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_config_matches_fp64_plain_and_fused(n, dtype):
+    m = 5
+    x = rand(m, n + 3, dtype=dtype)[:, 3:]  # strided, unaligned rows
+    r = rand(m, n, dtype=dtype)
+    w = 1 + 0.5 * rand(n, dtype=dtype)
+    res_ref = (x.double() + r.double()).to(dtype)
+    for cfg in configs_for(n):
+        y, _ = run(cfg, x, w)
+        assert_close(y, ref_rms(x, w), dtype)
+        out, res = run(cfg, x, w, r)
+        assert torch.equal(res, res_ref), cfg.describe()
+        # Same config, same arithmetic: the fused output is the plain norm of residual_out, bitwise.
+        assert torch.equal(out, run(cfg, res, w)[0]), cfg.describe()
+        # Batch invariance per config: a row alone gives the bits it gets in the batch.
+        assert torch.equal(run(cfg, x[2:3], w)[0], y[2:3]), cfg.describe()
+
+
+def test_pieces_reduce_in_a_fixed_order_whatever_the_grid():
+    n = 100
+    x, w = rand(9, n, dtype=torch.bfloat16), rand(n)
+    pieces = row_pieces(n)
+    a = run(LaunchConfig(pieces[0], True, 2, 0, pieces[1], pieces[2]), x, w)[0]
+    b = run(LaunchConfig(pieces[0], True, 2, 1, pieces[1], pieces[2]), x, w)[0]
+    assert torch.equal(a, b)
+
+
+@given(st.integers(1, 1 << 20))
+def test_row_pieces_cover_the_row_with_powers_of_two(n):
+    pieces = row_pieces(n)
+    assert 1 <= len(pieces) <= 3
+    assert all(p & (p - 1) == 0 for p in pieces)
+    assert list(pieces) == sorted(pieces, reverse=True)
+    assert sum(pieces[:-1]) < n <= sum(pieces)  # every piece but the last lies wholly inside the row
+
+
+def test_known_splits():
+    assert row_pieces(4096) == (4096,)
+    assert row_pieces(5120) == (4096, 1024)
+    assert row_pieces(7168) == (4096, 2048, 1024)
+    assert row_pieces(4100) == (4096, 4)
+    assert row_pieces(5125) == (4096, 1024, 8)
+
+
+@pytest.mark.parametrize("n", [1, 64, 769, 4096, 4100, 5120, 5125, 7168, 8192, 16384, 20000, 65536, 100000])
+def test_candidates_fit_the_row_and_include_the_default(n):
+    cands = candidate_configs(n)
+    assert launch_config(n, torch.bfloat16) in cands or n < 128  # tiny rows: the default is below the sweep
+    for cfg in cands:
+        if cfg.single_pass:
+            assert cfg.width() >= n
+            assert not cfg.piece_b or cfg.block_n <= n
+
+
+def test_a_config_that_does_not_fit_is_refused():
+    x, w = rand(2, 100), rand(100)
+    with pytest.raises(ValueError, match="cfg: .* does not fit a row of 100 columns"):
+        run(LaunchConfig(64, True, 1), x, w)
+    with pytest.raises(ValueError, match="cfg: .* does not fit"):
+        run(LaunchConfig(128, True, 1, 0, 32), x, w)  # the unmasked first piece would run past the row
+    with pytest.raises(ValueError, match="piece_c needs piece_b"):
+        LaunchConfig(64, True, 1, 0, 0, 4)
+    with pytest.raises(ValueError, match="one-pass layout"):
+        LaunchConfig(64, False, 1, 0, 32)
