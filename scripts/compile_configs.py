@@ -15,7 +15,13 @@ import torch
 
 from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
 from ridgeline.kernels._launch import stride_alignment
-from ridgeline.kernels.rmsnorm import LaunchConfig, _rms_norm_kernel, candidate_configs, launch_config
+from ridgeline.kernels.rmsnorm import (
+    LaunchConfig,
+    _rms_norm_kernel,
+    candidate_configs,
+    kernel_constexprs,
+    launch_config,
+)
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16) -> TritonLaunch:
@@ -24,10 +30,7 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
     args = {
         "X": t, "x_stride_q": n // a, "R": t, "r_stride_q": n // a, "RO": t, "ro_stride_q": n // a,
         "W": t, "Y": t, "y_stride_q": n // a, "M": 4096, "n_q": n // a, "eps": 1e-6, "weight_offset": 0.0,
-        "X_ALIGN": a, "R_ALIGN": a, "RO_ALIGN": a, "Y_ALIGN": a, "N_ALIGN": a, "HAS_RESIDUAL": fused,
-        "HAS_WEIGHT": True, "BLOCK_N": cfg.block_n, "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c,
-        "SINGLE_PASS": cfg.single_pass, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
-        "EMULATE_RNE": False,
+        **kernel_constexprs(cfg, (a,) * 5, fused, True, cfg.loop_free),
     }
     return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe())
 

@@ -43,6 +43,29 @@ def per_call_us(fn: Callable[[], object]) -> float:
     return statistics.median(samples)
 
 
+def _ctypes_launcher(compiled: object, x: torch.Tensor, stream: int) -> Callable[[], None]:
+    """cuLaunchKernel through ctypes with a prebuilt parameter block: the floor of any Python-side launch."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    fn = cuda.cuLaunchKernel
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                                             ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    storage = (ctypes.c_uint64 * 8)()
+    params = (ctypes.c_void_p * 8)(*[ctypes.addressof(storage) + 8 * i for i in range(8)])  # spare slots: safe
+    threads = 32 * compiled.metadata.num_warps
+    function = compiled.function
+
+    def launch() -> None:
+        storage[0] = x.data_ptr()
+        rc = fn(function, 1, 1, 1, threads, 1, 1, 0, stream, params, None)
+        if rc != 0:
+            raise RuntimeError(f"cuLaunchKernel returned {rc}")
+
+    return launch
+
+
 def main() -> None:
     dev = torch.device("cuda")
     x = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16)
@@ -55,13 +78,19 @@ def main() -> None:
     kernel = next(iter(launcher._compiled.values()))
     xa = rmsnorm.stride_alignment(n)
     args = (x, n // xa, x, n // xa, y, n // xa, w, y, n // xa, 1, n // xa, 1e-6, 0.0)
-    constexprs = {"X_ALIGN": xa, "R_ALIGN": xa, "RO_ALIGN": xa, "Y_ALIGN": xa, "N_ALIGN": xa,
-                  "HAS_RESIDUAL": False, "HAS_WEIGHT": True, "BLOCK_N": cfg.block_n, "PIECE_B": cfg.piece_b,
-                  "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass, "REVERSE_PASS2": cfg.reverse_pass2,
-                  "L2_HINTS": cfg.l2_hints, "EMULATE_RNE": False}
+    constexprs = rmsnorm.kernel_constexprs(cfg, (xa,) * 5, False, True, cfg.loop_free)
     cvals = tuple(constexprs.values())
     stream = _fastlaunch._raw_stream(0)
-    _empty_kernel[(1,)](x)
+    empty = _empty_kernel[(1,)](x)
+    r = torch.randn_like(x)
+    run = kernel.run
+
+    def c_launcher_direct() -> None:  # Triton's C launch function, without its Python wrapper (3.7 layout)
+        run.launch(1, 1, 1, stream, kernel.function, run.launch_cooperative_grid, run.launch_pdl,
+                   kernel.packed_metadata, None, None, None, None, None, run.arg_annotations, run.kernel_signature,
+                   (*args, *cvals))
+
+    raw_launch = _ctypes_launcher(empty, x, stream)
 
     steps: list[tuple[str, Callable[[], object]]] = [
         ("python call of a no-op function", lambda: None),
@@ -78,10 +107,14 @@ def main() -> None:
         ("compiled launcher only (kernel.run)", lambda: kernel.run(1, 1, 1, stream, kernel.function,
                                                                    kernel.packed_metadata, None, None, None,
                                                                    *args, *cvals)),
-        ("CachedLauncher.launch", lambda: launcher.launch(1, args, constexprs, cfg.num_warps)),
+        ("Triton C launch function only", c_launcher_direct),
+        ("ctypes cuLaunchKernel, empty kernel", raw_launch),
+        ("CachedLauncher.launch (generic key)", lambda: launcher.launch(1, args, constexprs, cfg.num_warps)),
+        ("CachedLauncher.run (cached kernel)", lambda: launcher.run(kernel, 1, args, cvals, 0)),
         ("empty triton kernel, kernel[grid](x)", lambda: _empty_kernel[(1,)](x)),
         ("ridgeline.rms_norm(x, w, out=y)", lambda: rmsnorm.rms_norm(x, w, out=y)),
         ("ridgeline.rms_norm(x, w)", lambda: rmsnorm.rms_norm(x, w)),
+        ("ridgeline.fused_add_rms_norm(x, r, w)", lambda: rmsnorm.fused_add_rms_norm(x, r, w)),
         ("F.rms_norm(x, (n,), w)", lambda: F.rms_norm(x, (n,), w, 1e-6)),
         ("torch.add(x, x) (one ATen kernel)", lambda: torch.add(x, x)),
     ]

@@ -24,7 +24,9 @@ def run(cfg, x, w, r=None):
 def configs_for(n):
     pieces = row_pieces(n)
     out = [LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2]),
-           LaunchConfig(pieces[0], True, 1, 3, *(list(pieces[1:]) + [0, 0])[:2])]
+           LaunchConfig(pieces[0], True, 1, 3, *(list(pieces[1:]) + [0, 0])[:2]),
+           LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], loop_free=True),
+           LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], weight_first=True)]
     for rev in (False, True):
         for hints in (False, True):
             out.append(LaunchConfig(16, False, 1, 0, reverse_pass2=rev, l2_hints=hints))
@@ -51,13 +53,21 @@ def test_every_config_matches_fp64_plain_and_fused(n, dtype):
         assert torch.equal(run(cfg, x[2:3], w)[0], y[2:3]), cfg.describe()
 
 
-def test_pieces_reduce_in_a_fixed_order_whatever_the_grid():
+@pytest.mark.parametrize("fused", [False, True])
+def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
+    """Grid, loop and weight timing may be chosen per batch size: they must not change a single bit."""
     n = 100
     x, w = rand(9, n, dtype=torch.bfloat16), rand(n)
-    pieces = row_pieces(n)
-    a = run(LaunchConfig(pieces[0], True, 2, 0, pieces[1], pieces[2]), x, w)[0]
-    b = run(LaunchConfig(pieces[0], True, 2, 1, pieces[1], pieces[2]), x, w)[0]
-    assert torch.equal(a, b)
+    r = rand(9, n, dtype=torch.bfloat16) if fused else None
+    p = row_pieces(n)
+    base = run(LaunchConfig(p[0], True, 2, 0, p[1], p[2]), x, w, r)
+    for knobs in ({"programs_per_sm": 1}, {"loop_free": True}, {"weight_first": True},
+                  {"weight_first": True, "loop_free": True}):
+        other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
+        assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
+    wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
+        {}, {"reverse_pass2": True}, {"l2_hints": True}, {"programs_per_sm": 2, "reverse_pass2": True})]
+    assert all(torch.equal(a[0], wide[0][0]) for a in wide)
 
 
 @given(st.integers(1, 1 << 20))

@@ -55,29 +55,50 @@ class CachedLauncher:
 
     `args` are the kernel's runtime parameters in order; `constexprs` the compile-time ones, in signature order,
     all after the runtime ones (checked at the first launch).
+
+    A caller that can name a launch more cheaply than by its arguments passes `fast_key` (anything hashable that
+    determines the compiled kernel and `extra`, e.g. the raw sizes, dtypes and pointer alignments) with `extra`
+    (what it needs to rebuild the arguments); later `cached(fast_key)` returns `(kernel, extra)` and `run` launches
+    it with no per-argument work at all.
     """
+
+    MAX_FAST_KEYS = 4096
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
         self._compiled: dict[tuple, Any] = {}
+        self._by_fast_key: dict[Any, tuple[Any, Any]] = {}
         self.fast_launches = 0
         self.fallback_reason = "" if _ENABLED else "this Triton has no triton.knobs"
 
-    def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int) -> None:
-        fast = _ENABLED and args[0].is_cuda and os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0"
+    @staticmethod
+    def enabled() -> bool:
+        return _ENABLED and os.environ.get("RIDGELINE_FAST_LAUNCH", "1") != "0"
+
+    def cached(self, fast_key: Any) -> tuple[Any, Any] | None:
+        return self._by_fast_key.get(fast_key)
+
+    def run(self, kernel: Any, grid: int, args: tuple, constexpr_values: tuple, device_index: int) -> None:
+        """Launch a kernel this launcher compiled earlier (from `cached`) on the current stream."""
+        stream = _raw_stream(device_index)
+        runtime = _knobs.runtime
+        enter, leave = _active(runtime.launch_enter_hook), _active(runtime.launch_exit_hook)
+        # With a profiler's hook installed, hand it the same metadata Triton would.
+        meta = kernel.launch_metadata((grid, 1, 1), stream, *args, *constexpr_values) if enter else None
+        kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, meta, enter, leave,
+                   *args, *constexpr_values)
+        self.fast_launches += 1
+
+    def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int,
+               fast_key: Any = None, extra: Any = None) -> None:
+        fast = args[0].is_cuda and self.enabled()
         if fast:
             # Triton keeps one compiled module per device: the device is part of the key.
             key = (args[0].device.index, *constexprs.values(), num_warps, *map(_arg_key, args))
             kernel = self._compiled.get(key)
             if kernel is not None:
-                stream = _raw_stream(args[0].device.index)
-                runtime = _knobs.runtime
-                enter, leave = _active(runtime.launch_enter_hook), _active(runtime.launch_exit_hook)
-                # With a profiler's hook installed, hand it the same metadata Triton would.
-                meta = kernel.launch_metadata((grid, 1, 1), stream, *args, *constexprs.values()) if enter else None
-                kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, meta, enter, leave,
-                           *args, *constexprs.values())
-                self.fast_launches += 1
+                self.run(kernel, grid, args, tuple(constexprs.values()), args[0].device.index)
+                self._remember(fast_key, kernel, extra)
                 return
         kernel = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
         if hasattr(kernel, "result"):  # an asynchronous compile hands back a future
@@ -85,8 +106,16 @@ class CachedLauncher:
         if fast:
             if self._usable(kernel, len(args) + len(constexprs)):
                 self._compiled[key] = kernel
+                self._remember(fast_key, kernel, extra)
             else:
                 self.fallback_reason = f"compiled kernel {type(kernel).__name__} lacks the expected internals"
+
+    def _remember(self, fast_key: Any, kernel: Any, extra: Any) -> None:
+        if fast_key is None:
+            return
+        if len(self._by_fast_key) >= self.MAX_FAST_KEYS:  # many distinct sizes: start over, stay bounded
+            self._by_fast_key.clear()
+        self._by_fast_key[fast_key] = (kernel, extra)
 
     def _usable(self, kernel: Any, n_params: int) -> bool:
         """Only keep kernels whose internals look like the ones this fast path was written against."""
