@@ -8,6 +8,7 @@ come; the last lines printed are the best config per shape beside the current he
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
@@ -39,12 +40,16 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.25)
     ap.add_argument("--shapes", default="sweep")
     ap.add_argument("--dry", action="store_true", help="check only (CPU smoke test), no timing")
+    ap.add_argument("--focus", action="store_true",
+                    help="only the default config with weight-first on/off and a 32-register cap on/off")
     args = ap.parse_args()
     dtype = torch.bfloat16
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
               "wide": [(2048, 65536), (512, 131072)],
-              "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)]}[args.shapes]
+              "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
+              "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
+              + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
     results = []
     for m, n in shapes:
         bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n
@@ -56,9 +61,14 @@ def main() -> None:
         if args.fused:
             base = (x0.double() + sets[0][1].double()).to(dtype).double()
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-        default = launch_config(n, dtype)
-        for cfg in candidate_configs(n):
+        default = launch_config(n, dtype, args.fused)
+        cands = candidate_configs(n)
+        if args.focus:
+            cands = [dataclasses.replace(default, weight_first=wf, max_registers=regs)
+                     for wf in (False, True) for regs in (0, 32)]
+        for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
+                   "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
             try:

@@ -281,9 +281,10 @@ def test_profile_command(tmp_path):
     assert "collected:" in res.output and "not collected:" in res.output
     prof = load_record(run).profiles[-1]
     assert prof["op"] == "fused_add_rmsnorm" and prof["variant"] == "strided"
-    # An odd row stride (4113) cannot be proven aligned: narrow loads, which the report then points out.
+    # An odd row stride (4113) cannot be proven aligned: narrow loads of x, which the report then points out
+    # (the weight, contiguous and aligned, still gets 16-byte loads).
     assert prof["kernels"][0]["source"] in ("aot", "jit-cache")
-    assert "128" not in prof["kernels"][0]["sass"]["global_loads"]
+    assert "16" in prof["kernels"][0]["sass"]["global_loads"]
     res = CliRunner().invoke(app, ["profile", "rmsnorm", "--impl", "nope", "--shape", "8x64"])
     assert res.exit_code == 2
 

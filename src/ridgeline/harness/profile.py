@@ -16,6 +16,7 @@ Everything that is not collected is listed with the reason, in the returned dict
 from __future__ import annotations
 
 import csv
+import functools
 import gc
 import json
 import math
@@ -394,18 +395,18 @@ def _rmsnorm_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: s
     return inputs
 
 
-def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any) -> str:
-    from ridgeline.kernels.rmsnorm import launch_config
+def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, fused: bool = False) -> str:
+    from ridgeline.kernels.rmsnorm import config_for
 
-    return launch_config(shape[-1], dtype).describe()
+    return config_for(shape[-1], dtype, _numel(shape[:-1]), fused).describe()
 
 
-def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int) -> int:
+def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool = False) -> int:
     import torch
 
     from ridgeline.kernels import rmsnorm as K
 
-    cfg = K.launch_config(shape[-1], dtype)
+    cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused)
     with _patched(K, {"multiprocessor_count": lambda device: sm_count, "interpreter_enabled": lambda: False}):
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
@@ -436,8 +437,9 @@ _QUANT = KernelFamily("ridgeline.kernels.rmsnorm_quant", _quant_meta_inputs, _qu
 # op -> its Triton kernel family; every implementation of source "ours" of these ops is profiled through it.
 FAMILIES: dict[str, KernelFamily] = {
     "rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe, _rmsnorm_grid),
-    "fused_add_rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe,
-                                      _rmsnorm_grid),
+    "fused_add_rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs,
+                                      functools.partial(_rmsnorm_describe, fused=True),
+                                      functools.partial(_rmsnorm_grid, fused=True)),
     "rmsnorm_fp8": _QUANT,
     "rmsnorm_dynamic_quant": _QUANT,
     "fused_add_rmsnorm_dynamic_quant": _QUANT,

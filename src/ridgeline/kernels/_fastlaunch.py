@@ -90,17 +90,20 @@ class CachedLauncher:
         self.fast_launches += 1
 
     def launch(self, grid: int, args: tuple, constexprs: dict[str, Any], num_warps: int,
-               fast_key: Any = None, extra: Any = None) -> None:
+               fast_key: Any = None, extra: Any = None, options: dict[str, Any] | None = None) -> None:
+        """`options`: further compile options (e.g. maxnreg), part of the key."""
+        options = options or {}
         fast = args[0].is_cuda and self.enabled()
         if fast:
             # Triton keeps one compiled module per device: the device is part of the key.
-            key = (args[0].device.index, *constexprs.values(), num_warps, *map(_arg_key, args))
+            key = (args[0].device.index, *constexprs.values(), num_warps, *sorted(options.items()),
+                   *map(_arg_key, args))
             kernel = self._compiled.get(key)
             if kernel is not None:
                 self.run(kernel, grid, args, tuple(constexprs.values()), args[0].device.index)
                 self._remember(fast_key, kernel, extra)
                 return
-        kernel = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
+        kernel = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps, **options)
         if hasattr(kernel, "result"):  # an asynchronous compile hands back a future
             kernel = kernel.result()
         if fast:

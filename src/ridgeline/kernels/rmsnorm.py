@@ -225,6 +225,8 @@ class LaunchConfig:
     # One pass: load the weight with x, before the reduction (latency-bound small batches gain a memory round
     # trip; large ones lose occupancy to the registers it holds). Neither changes the arithmetic.
     weight_first: bool = False
+    # Register cap per thread for ptxas (0 = its choice): trades a few spills for more programs per SM.
+    max_registers: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -242,6 +244,8 @@ class LaunchConfig:
             grid += " no-loop"
         if self.weight_first:
             grid += " w-first"
+        if self.max_registers:
+            grid += f" regs<={self.max_registers}"
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
@@ -276,7 +280,7 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
         if len(pieces) > 1 and pieces[0] != block:
             layouts.append((*pieces, 0, 0)[:3])
         for first, b, c in layouts:
-            for warps in (2, 4, 8, 16):
+            for warps in (1, 2, 4, 8, 16):
                 per_thread = first // (32 * warps)
                 if 2 <= per_thread <= 64:
                     for loop_free in (False, True):
@@ -301,25 +305,39 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
 
 
 @functools.lru_cache(maxsize=1024)
-def launch_config(n: int, dtype: torch.dtype) -> LaunchConfig:
-    """Block width, passes and warps from the hidden size and element size (never from M: batch invariance).
+def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConfig:
+    """The launch configuration for rows of n columns (docs/perf/rmsnorm.md has the sweeps behind each rule).
 
-    Chosen from a launch-config sweep on the H200 (scripts/explore_rmsnorm.py, docs/perf/rmsnorm.md):
-    rows up to 16K elements stay in registers (one pass), with 4 warps up to 8K (16-32 elements a thread) and
-    16 at 16K; wider rows loop over 8K-element chunks twice (the second pass hits L2). Hidden sizes that are
-    not a multiple of 16 bytes cannot use 16-byte vectors: short chunks (1K, 8 warps) keep fewer lanes idle.
-    (Measured for 16-bit dtypes; float32 follows the same byte rule, not yet measured on its own.)
+    What decides the arithmetic (row layout, warps, one pass or two) depends on n and the dtype only, and is the
+    same for the plain and the fused op: outputs are batch invariant and `fused.out == rms_norm(residual_out)`
+    bitwise. The other knobs change no bit and may follow the op (and, in `config_for`, the row count).
+    - Rows up to 16K columns stay in registers (one pass), loaded with the weight before the reduction, one
+      program per row without a loop. Rows whose power-of-two block would leave over a quarter of the lanes
+      idle are split into power-of-two pieces (5120 = 4096 + 1024).
+    - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
+      others (narrower vectors need more of them in flight), between 1 and 16 warps.
+    - Wider rows: two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds
+      the row in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
     """
     block = triton.next_power_of_2(n)
     if block > MAX_SINGLE_PASS_BLOCK:
-        return LaunchConfig(block_n=CHUNK_BLOCK, single_pass=False, num_warps=16)
-    if (n * dtype.itemsize) % 16 != 0 and n >= 2048:  # rows not 16-byte multiples: no 16-byte vectors
-        return LaunchConfig(block_n=1024, single_pass=False, num_warps=8)
-    if block <= 8192:
-        warps = max(1, min(4, block // 512))
+        if fused:
+            return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
+        return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
+    per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
+    warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
+    pieces = row_pieces(n)
+    if len(pieces) > 1 and (block - n) * 4 > block:
+        first, b, c = (*pieces, 0, 0)[:3]
     else:
-        warps = 16
-    return LaunchConfig(block_n=block, single_pass=True, num_warps=warps)
+        first, b, c = block, 0, 0
+    return LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+
+
+def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False) -> LaunchConfig:
+    """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
+    bit set for m (see there)."""
+    return launch_config(n, dtype, fused)
 
 
 # Read once: Triton decided at import (when the kernel was decorated) whether it interprets.
@@ -434,7 +452,7 @@ def _launch(
     if m == 0:
         return
     if cfg is None:
-        cfg = launch_config(n, x.dtype)
+        cfg = config_for(n, x.dtype, m, r is not None)
     elif cfg.single_pass and (cfg.width() < n or (cfg.piece_b and cfg.block_n > n)):
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
     has_res = r is not None
@@ -466,6 +484,7 @@ def _launch(
         cfg.num_warps,
         fast_key,
         (grid, xa, ra, roa, ya, na, tuple(constexprs.values())),
+        {"maxnreg": cfg.max_registers} if cfg.max_registers else None,
     )
 
 
@@ -656,4 +675,5 @@ def fused_add_rms_norm(
 # Registered after the functions above exist (torch_ops wraps them).
 from ridgeline.kernels import torch_ops as _ops  # noqa: E402
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "launch_config", "LaunchConfig", "FLOAT_DTYPES"]
+__all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "launch_config", "config_for", "LaunchConfig",
+           "FLOAT_DTYPES"]

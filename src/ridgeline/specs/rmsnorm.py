@@ -103,10 +103,10 @@ class _RMSNormFamily:
         return _edge_cases(self, dtype, device)
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
-        from ridgeline.kernels.rmsnorm import _grid, launch_config
+        from ridgeline.kernels.rmsnorm import _grid, config_for
 
-        cfg = launch_config(case.shape[-1], case.dtype)
         rows = _numel(case.shape[:-1])
+        cfg = config_for(case.shape[-1], case.dtype, rows, fused=self.name == "fused_add_rmsnorm")
         return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n,
                 "grid": _grid(rows, cfg, torch.device(device)) if rows else 0}
 
