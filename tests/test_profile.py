@@ -351,4 +351,5 @@ def test_profile_gpu_ncu(tmp_path):
 @pytest.mark.gpu
 def test_profile_gpu_peer(tmp_path):
     prof = P.profile("rmsnorm", "torch-eager", (1024, 4096), "bf16", out_dir=tmp_path)
+    assert "kineto" in prof, prof["not_collected"]
     assert prof["kineto"]["kernels"], "the eager peer launches kernels the trace must see"

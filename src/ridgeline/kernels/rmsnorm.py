@@ -8,6 +8,7 @@ reduced by one program in a fixed order: outputs are batch invariant and determi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -227,6 +228,10 @@ class LaunchConfig:
     weight_first: bool = False
     # Register cap per thread for ptxas (0 = its choice): trades a few spills for more programs per SM.
     max_registers: int = 0
+    # Rows per SM (lo, hi] where `config_for` launches the lean variant instead (no weight first, registers
+    # capped at lean_max_registers): where the weight's registers would cost a second wave of programs.
+    lean_zone: tuple[int, int] = (0, 0)
+    lean_max_registers: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -331,13 +336,44 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         first, b, c = (*pieces, 0, 0)[:3]
     else:
         first, b, c = block, 0, 0
-    return LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+    cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+    tuned = _TUNED.get((n, dtype.itemsize))
+    return dataclasses.replace(cfg, **tuned) if tuned else cfg
+
+
+# Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
+# docs/results/h200-explore-*-cliff.json). Weight-first holds more registers: at 4096 columns 38 instead of 32
+# (6 programs of 8 warps per SM instead of 8), so 793-1056 rows take two waves instead of one; at 5120, 48
+# (5 per SM) against 32 for the lean variant capped at 32 registers (8 per SM). At 8192 a 32-register cap keeps
+# weight-first at 4 programs per SM without spilling (39 registers: 3).
+_TUNED: dict[tuple[int, int], dict] = {
+    (4096, 2): {"lean_zone": (6, 8)},
+    (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
+    (8192, 2): {"max_registers": 32},
+}
 
 
 def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False) -> LaunchConfig:
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m (see there)."""
-    return launch_config(n, dtype, fused)
+    cfg = launch_config(n, dtype, fused)
+    lo, hi = cfg.lean_zone
+    if hi and lo * _sm_count_hint() < m <= hi * _sm_count_hint():
+        return _lean(cfg)
+    return cfg
+
+
+@functools.lru_cache(maxsize=256)
+def _lean(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=False, max_registers=cfg.lean_max_registers)
+
+
+@functools.lru_cache(maxsize=1)
+def _sm_count_hint() -> int:
+    """SMs of the current GPU (132 on an H200) for the row-count rules; 132 where there is none."""
+    if torch.cuda.is_available():
+        return multiprocessor_count(torch.device("cuda", torch.cuda.current_device()))
+    return 132
 
 
 # Read once: Triton decided at import (when the kernel was decorated) whether it interprets.
@@ -464,11 +500,12 @@ def _launch(
         # Everything the compiled kernel, the grid and the alignments depend on, cheap to build: raw sizes and
         # strides, dtypes, and which pointers are 16-byte aligned (what Triton specializes on).
         ptrs = x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15
-        fast_key = (x.get_device(), cfg, m, n, x_stride, r_stride, ro_stride, y_stride, x.dtype, w.dtype, y.dtype,
+        # id(cfg): configs come from caches; the entry keeps its config alive, so the id cannot be reused.
+        fast_key = (x.get_device(), id(cfg), m, n, x_stride, r_stride, ro_stride, y_stride, x.dtype, w.dtype, y.dtype,
                     has_res, weight is not None, ptrs)
         hit = _LAUNCHER.cached(fast_key)
         if hit is not None:
-            kernel, (grid, xa, ra, roa, ya, na, cvals) = hit
+            kernel, (grid, xa, ra, roa, ya, na, cvals, _) = hit
             _LAUNCHER.run(kernel, grid, (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y,
                                          y_stride // ya, m, n // na, eps, weight_offset), cvals, fast_key[0])
             return
@@ -483,7 +520,7 @@ def _launch(
         constexprs,
         cfg.num_warps,
         fast_key,
-        (grid, xa, ra, roa, ya, na, tuple(constexprs.values())),
+        (grid, xa, ra, roa, ya, na, tuple(constexprs.values()), cfg),
         {"maxnreg": cfg.max_registers} if cfg.max_registers else None,
     )
 
