@@ -96,4 +96,11 @@ def test_fp8_bad_input():
 @pytest.mark.parametrize("op", ["rmsnorm_fp8", "rmsnorm_dynamic_quant", "fused_add_rmsnorm_dynamic_quant"])
 def test_harness_checks_ours_and_the_eager_peer(op):
     results = check(op, ["ridgeline", "torch-eager"], [torch.bfloat16], DEVICE)
-    assert results and all(r.passed for r in results), [(r.impl, r.label, r.reasons) for r in results if not r.passed]
+    ours = [r for r in results if r.impl == "ridgeline"]
+    assert ours and all(r.passed for r in ours), [(r.label, r.reasons) for r in ours if not r.passed]
+    # The eager baseline must compute the right values; on a GPU its reductions follow the batch size (cuda
+    # kernels pick their split by shape), so batch invariance is the only property it may miss.
+    peer = [r for r in results if r.impl == "torch-eager"]
+    assert peer
+    for r in peer:
+        assert all(reason.startswith("not batch invariant") for reason in r.reasons), (r.label, r.reasons)

@@ -258,16 +258,17 @@ class LaunchConfig:
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
-def row_pieces(n: int, max_pieces: int = 3) -> tuple[int, ...]:
+def row_pieces(n: int, max_pieces: int = 3, min_piece: int = 1) -> tuple[int, ...]:
     """Split a row of n columns into power-of-two pieces, largest first: 5120 -> (4096, 1024), 7168 -> (4096,
-    2048, 1024); the last piece is rounded up (masked) when n has more set bits than max_pieces allows."""
+    2048, 1024); the last piece is rounded up (masked) when n has more set bits than max_pieces allows, and to
+    at least min_piece (pieces no smaller than a program's threads: 4100 -> (4096, 128) with 4 warps)."""
     pieces: list[int] = []
     rest = n
     while rest > 0:
-        if len(pieces) == max_pieces - 1:
-            pieces.append(triton.next_power_of_2(rest))
-            break
         p = 1 << (rest.bit_length() - 1)
+        if len(pieces) == max_pieces - 1 or p < min_piece:
+            pieces.append(max(triton.next_power_of_2(rest), min_piece if pieces else 1))
+            break
         pieces.append(p)
         rest -= p
     return tuple(pieces)
@@ -331,7 +332,9 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
-    pieces = row_pieces(n)
+    # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
+    # replicates them, and the fused op gave wrong, nondeterministic bits that way on the H200 (4100 = 4096 + 4).
+    pieces = row_pieces(n, min_piece=32 * warps)
     if len(pieces) > 1 and (block - n) * 4 > block:
         first, b, c = (*pieces, 0, 0)[:3]
     else:
