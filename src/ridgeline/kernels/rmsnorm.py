@@ -280,13 +280,13 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
     unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
     out = []
     block = triton.next_power_of_2(n)
-    pieces = row_pieces(n)
     if block <= 16384:
-        layouts = [(block, 0, 0)]
-        if len(pieces) > 1 and pieces[0] != block:
-            layouts.append((*pieces, 0, 0)[:3])
-        for first, b, c in layouts:
-            for warps in (1, 2, 4, 8, 16):
+        for warps in (1, 2, 4, 8, 16):
+            layouts = [(block, 0, 0)]
+            pieces = row_pieces(n, min_piece=32 * warps)
+            if len(pieces) > 1 and pieces[0] != block:
+                layouts.append((*pieces, 0, 0)[:3])
+            for first, b, c in layouts:
                 per_thread = first // (32 * warps)
                 if 2 <= per_thread <= 64:
                     for loop_free in (False, True):
