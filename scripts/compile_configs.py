@@ -32,7 +32,8 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
         "W": t, "Y": t, "y_stride_q": n // a, "M": 4096, "n_q": n // a, "eps": 1e-6, "weight_offset": 0.0,
         **kernel_constexprs(cfg, (a,) * 5, fused, True, cfg.loop_free),
     }
-    return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe())
+    options = {"maxnreg": cfg.max_registers} if cfg.max_registers else {}
+    return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe(), options=options)
 
 
 def main() -> None:
@@ -43,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
-            cfgs = candidate_configs(n) if args.all else [launch_config(n, torch.bfloat16)]
+            cfgs = candidate_configs(n) if args.all else [launch_config(n, torch.bfloat16, args.fused)]
             for i, cfg in enumerate(cfgs):
                 facts = kernel_facts(aot_compile(launch_for(n, cfg, args.fused)), Path(tmp), "aot", f"k{n}-{i}")
                 sass = facts.get("sass", {})

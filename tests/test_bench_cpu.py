@@ -142,3 +142,15 @@ def test_resume_refuses_new_settings(tmp_path):
     bench("rmsnorm", ["torch-F"], [(2, 64)], [torch.float32], budget_s=0.02, json_path=out, db=tmp_path / "d")
     r = CliRunner().invoke(app, ["bench", "rmsnorm", "--resume", str(out), "--budget", "1"])
     assert r.exit_code == 2 and "keeps its own settings" in r.output
+
+
+def test_git_sha_given_by_the_caller_wins(monkeypatch):
+    """A tree copied to a GPU machine may carry a stale .git: the commit named in the run command is recorded."""
+    from ridgeline.records.env import git_state
+
+    monkeypatch.setenv("RIDGELINE_GIT_SHA", "abc1234")
+    monkeypatch.setenv("RIDGELINE_GIT_DIRTY", "0")
+    assert git_state() == {"git_sha": "abc1234", "git_dirty": False}
+    monkeypatch.delenv("RIDGELINE_GIT_SHA")
+    monkeypatch.delenv("RIDGELINE_GIT_DIRTY")
+    assert git_state()["git_sha"] != "abc1234"

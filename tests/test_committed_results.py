@@ -10,7 +10,10 @@ from ridgeline.records.record import load_record
 from ridgeline.report.build import write_report
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
-BENCHES = sorted(RESULTS.glob("h200-bench-*.json"))
+BENCHES = sorted(RESULTS.glob("**/h200-bench-*.json"))
+# Each committed report and the record it was built from (session1/ keeps the first session's kernel's runs).
+REPORTS = [("report-h200-rmsnorm", "h200-bench-rmsnorm-sweep.json"),
+           ("session1/report-h200-rmsnorm", "session1/h200-bench-rmsnorm-sweep.json")]
 
 
 @pytest.mark.parametrize("path", BENCHES, ids=lambda p: p.name)
@@ -25,9 +28,10 @@ def _without_images(html: str) -> str:
     return re.sub(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+", "data:", html)
 
 
-def test_report_regenerates_identically(tmp_path):
-    committed = RESULTS / "report-h200-rmsnorm"
-    write_report(load_record(RESULTS / "h200-bench-rmsnorm-sweep.json"), tmp_path, fmt="all")
+@pytest.mark.parametrize("report,record", REPORTS)
+def test_report_regenerates_identically(tmp_path, report, record):
+    committed = RESULTS / report
+    write_report(load_record(RESULTS / record), tmp_path, fmt="all")
     assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
     # Plots are embedded; their bytes depend on the matplotlib/FreeType versions, the rest must match exactly.
     assert _without_images((tmp_path / "report.html").read_text()) == _without_images(

@@ -25,12 +25,13 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def git_state() -> dict[str, Any]:
     """sha and dirty flag of the ridgeline checkout the code runs from (None when installed from a wheel)."""
     here = Path(__file__).resolve().parent
-    sha = _git(["rev-parse", "HEAD"], here)
+    given = os.environ.get("RIDGELINE_GIT_SHA")
+    # The caller's word wins: a copy of the tree shipped to a GPU machine may carry no .git, or a stale one
+    # (the H200 copies of session 2 carried the session's starting commit, not the one that ran).
+    sha = None if given else _git(["rev-parse", "HEAD"], here)
     if sha is None:
-        # A copy of the tree without .git (e.g. shipped to a GPU machine): the caller can say which commit.
         dirty = os.environ.get("RIDGELINE_GIT_DIRTY")
-        return {"git_sha": os.environ.get("RIDGELINE_GIT_SHA"),
-                "git_dirty": None if dirty is None else dirty not in ("0", "false", "")}
+        return {"git_sha": given, "git_dirty": None if dirty is None else dirty not in ("0", "false", "")}
     status = _git(["status", "--porcelain", "--untracked-files=no"], here)
     return {"git_sha": sha, "git_dirty": bool(status)}
 
