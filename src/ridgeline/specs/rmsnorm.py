@@ -106,7 +106,8 @@ class _RMSNormFamily:
         from ridgeline.kernels.rmsnorm import _grid, config_for
 
         rows = _numel(case.shape[:-1])
-        cfg = config_for(case.shape[-1], case.dtype, rows, fused=self.name == "fused_add_rmsnorm")
+        cfg = config_for(case.shape[-1], case.dtype, rows, fused=self.name == "fused_add_rmsnorm",
+                         weight_dtype=torch.float32 if case.variant == "w-fp32" else None)
         return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n,
                 "grid": _grid(rows, cfg, torch.device(device)) if rows else 0}
 
