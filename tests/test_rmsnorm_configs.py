@@ -126,3 +126,15 @@ def test_row_count_rules_change_knobs_not_arithmetic():
                 base.block_n, base.piece_b, base.piece_c, base.num_warps, base.single_pass)
     assert not config_for(4096, torch.bfloat16, 1024).weight_first  # 793-1056 rows: one wave only when lean
     assert config_for(4096, torch.bfloat16, 512).weight_first
+
+
+def test_a_weight_wider_than_x_is_loaded_late_and_uncapped():
+    """fp32 weight, bf16 x: the capped weight-first config spilled on the H200 (1.8x slower at 8192)."""
+    from ridgeline.kernels.rmsnorm import config_for
+
+    for n in (4096, 8192):
+        cfg = config_for(n, torch.bfloat16, 4096, weight_dtype=torch.float32)
+        assert not cfg.weight_first and cfg.max_registers == 0
+        same = config_for(n, torch.bfloat16, 4096, weight_dtype=torch.bfloat16)
+        assert (cfg.block_n, cfg.num_warps) == (same.block_n, same.num_warps)  # same arithmetic
+    assert config_for(8192, torch.bfloat16, 4096, weight_dtype=torch.bfloat16).max_registers == 32
