@@ -35,7 +35,7 @@ def tables(path: str) -> str:
             cells = []
             for p in peers:
                 m = impls.get(p)
-                txt = "wrong" if m is None else f"{m['median_us']:.2f}"
+                txt = "wrong" if m is None else f"{m['median_us']:.2f}" + ("†" if m.get("caveat") else "")
                 cells.append(f"**{txt}**" if m is not None and m is best else txt)
             sp = best["median_us"] / ours["median_us"] if best else float("nan")
             speedups.append(sp)
@@ -48,6 +48,8 @@ def tables(path: str) -> str:
             geo = math.exp(sum(map(math.log, good)) / len(good))
             out += ["", f"Geometric-mean speedup over the best peer: {geo:.2f}x (min {min(good):.2f}x, "
                     f"{sum(s >= 1 for s in good)}/{len(good)} shapes at least as fast)", ""]
+            if any(m.get("caveat") for m in d["measurements"] if m["regime"] == regime):
+                out += ["† right values, not batch invariant: timed, and counted as a peer.", ""]
     return "\n".join(out)
 
 

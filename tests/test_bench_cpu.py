@@ -154,3 +154,33 @@ def test_git_sha_given_by_the_caller_wins(monkeypatch):
     monkeypatch.delenv("RIDGELINE_GIT_SHA")
     monkeypatch.delenv("RIDGELINE_GIT_DIRTY")
     assert git_state()["git_sha"] != "abc1234"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_right_values_without_batch_invariance_are_timed_and_flagged(tmp_path):
+    path = tmp_path / "variant_kernels.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def batch_dependent(x, weight, eps):
+            xf = x.float()
+            y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+            if x.shape[0] > 1:  # within tolerance, but a row alone gets other bits than in the batch
+                y = y * (1 + 2.0 ** -22)
+            return y.to(x.dtype)
+    """))
+    impl = f"{path}:batch_dependent"
+    out = tmp_path / "run.json"
+    bench("rmsnorm", ["ridgeline", impl], [(4, 256)], [torch.float32], budget_s=0.05, json_path=out,
+          db=tmp_path / "runs.sqlite")
+    d = json.loads(out.read_text())
+    check = next(c for c in d["checks"] if c["impl"] == impl)
+    assert not check["passed"] and all(r.startswith("not batch invariant") for r in check["reasons"])
+    timed = [m for m in d["measurements"] if m["impl"] == impl]
+    assert timed and all(m["caveat"] == "not batch invariant (values checked)" for m in timed)
+    assert all("caveat" not in m for m in d["measurements"] if m["impl"] == "ridgeline")
+
+    from ridgeline.report.rules import evaluate
+
+    notes = evaluate(d)
+    assert any(n.rule == "not-invariant" and n.impl == impl for n in notes)
+    assert not any(n.rule == "wrong" for n in notes), "right values are not reported as wrong"

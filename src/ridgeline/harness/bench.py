@@ -1,6 +1,7 @@
 """`ridgeline bench`: check every implementation, then time each one the same way, and keep every result.
 
-A wrong implementation is recorded as wrong and never timed. Each measurement is placed on the probed roofline:
+A wrong implementation is recorded as wrong and never timed (one whose values are right but whose rows are not
+batch invariant is timed and flagged, unless it is ours). Each measurement is placed on the probed roofline:
 GB/s and TFLOP/s come from the spec's cost model, % of roof uses the probed ceilings, and the speed of light of
 a launch is regime-aware: SOL = floor(regime) + max(ideal bytes / copy bandwidth, FLOPs / peak).
 """
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from ridgeline import registry
-from ridgeline.harness.correctness import check_case
+from ridgeline.harness.correctness import check_case, only_batch_variance
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
 from ridgeline.records.record import RunRecord, load_record, measurement_key
@@ -142,6 +143,7 @@ def annotate_speedups(record: RunRecord, baseline: str) -> None:
             peers = [p for p in ms if p.get("source") == "peer" and p["impl"] != m["impl"]]
             best = min(peers, key=lambda p: p["median_us"], default=None)
             m["best_peer"] = best["impl"] if best else None
+            m["best_peer_caveat"] = best.get("caveat") if best else None
             m["speedup_vs_best_peer"] = best["median_us"] / m["median_us"] if best and m["median_us"] else None
 
 
@@ -163,6 +165,7 @@ def run_bench(
     for case in plan.cases():
         regimes = regimes_for(plan.regimes, case, device)
         passing: list[Impl] = []
+        caveats: dict[str, str] = {}
         for impl in impls:
             tick(f"check {impl.name} {case.label()}")
             key = (plan.op, impl.name, tuple(case.shape), dtype_name(case.dtype), case.variant)
@@ -176,6 +179,11 @@ def run_bench(
                 done = result
             if done["passed"]:
                 passing.append(impl)
+            elif impl.source != "ours" and only_batch_variance(done.get("reasons") or []):
+                # Right values, rows not batch invariant: timed and flagged (a peer's speed still matters;
+                # ours must pass everything).
+                passing.append(impl)
+                caveats[impl.name] = "not batch invariant (values checked)"
         for regime in regimes:
             for impl in impls:
                 tick(f"time {impl.name} {case.label()} {regime}")
@@ -195,6 +203,8 @@ def run_bench(
                         torch.cuda.empty_cache()
                     continue
                 m = {**_failure_base(plan.op, impl, case), "source": impl.source, **timing.to_dict()}
+                if impl.name in caveats:
+                    m["caveat"] = caveats[impl.name]
                 place_on_roofline(m, spec, case, profile)
                 if device.type == "cuda":
                     nv = nvml_state(device.index if device.index is not None else torch.cuda.current_device())

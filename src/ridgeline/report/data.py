@@ -185,6 +185,17 @@ def failed_checks(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
     return {case_key(c): c for c in items(record.get("checks")) if c.get("passed") is False}
 
 
+def invariance_only(reasons: Any) -> bool:
+    """The check's only failures are batch invariance: the values were right (the bench times such a peer)."""
+    rs = reasons if isinstance(reasons, list) else []
+    return bool(rs) and all(str(r).startswith("not batch invariant") for r in rs)
+
+
+def wrong_checks(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
+    """Failed checks whose values were wrong (not only batch invariance): those timings are not results."""
+    return {k: c for k, c in failed_checks(record).items() if not invariance_only(c.get("reasons"))}
+
+
 def check_status(record: dict[str, Any]) -> dict[tuple, bool]:
     return {case_key(c): bool(c.get("passed")) for c in items(record.get("checks")) if "passed" in c}
 

@@ -19,7 +19,6 @@ from matplotlib.figure import Figure
 from ridgeline.report.data import (
     Group,
     case_key,
-    failed_checks,
     groups,
     impl_order,
     items,
@@ -27,6 +26,7 @@ from ridgeline.report.data import (
     num,
     shape_of,
     shape_text,
+    wrong_checks,
 )
 
 RC = {
@@ -88,7 +88,7 @@ def roofline(record: dict[str, Any], regime: str) -> Plot | None:
     if not pts:
         return None
     dev = mapping(record.get("device"))
-    colors, wrong = _colors(record), failed_checks(record)
+    colors, wrong = _colors(record), wrong_checks(record)
     with matplotlib.rc_context(RC):
         fig = _new_figure(7.5, 5.0)
         ax = fig.add_subplot()
@@ -184,7 +184,7 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
     vals = {(shape_of(m), m.get("impl")): _pos(m.get("gbps")) for m in group.items}
     if not shapes or not impls or not any(v for v in vals.values()):
         return None
-    colors, wrong = _colors(record), failed_checks(record)
+    colors, wrong = _colors(record), wrong_checks(record)
     wrong_cases = {(k[2], k[1]) for k in wrong if k[0] == group.op and k[3] == group.dtype
                    and k[4] == group.variant}
     with matplotlib.rc_context(RC):

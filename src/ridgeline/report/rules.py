@@ -19,6 +19,7 @@ from ridgeline.report.data import (
     fmt_bytes,
     fmt_pct,
     fmt_us,
+    invariance_only,
     items,
     mapping,
     noise,
@@ -27,6 +28,7 @@ from ridgeline.report.data import (
     shape_of,
     shape_text,
     sm_count,
+    wrong_checks,
 )
 
 ROOF_LOW = 0.60  # below this fraction of the binding roof a case is worth explaining
@@ -69,17 +71,27 @@ def _where(item: dict[str, Any], regime: bool = True) -> str:
 
 # --- run rules ---------------------------------------------------------------------------------------------
 def rule_wrong(record: dict[str, Any]) -> list[Note]:
-    """A failed correctness check names the implementation: its timings there are not a result."""
+    """A failed correctness check names the implementation: its timings there are not a result. Right values with
+    rows that are not batch invariant are a caveat, not an error: those are timed and flagged."""
     measured = {case_key(m) for m in items(record.get("measurements"))}
+    failed = failed_checks(record)
     notes = []
-    for key, c in failed_checks(record).items():
-        reasons = "; ".join(str(r) for r in _list(c.get("reasons"))) or "no reason recorded"
+    for key, c in failed.items():
+        reasons = _list(c.get("reasons"))
+        text = "; ".join(str(r) for r in reasons) or "no reason recorded"
+        if invariance_only(reasons):
+            notes.append(Note("not-invariant", "warn", "not batch invariant",
+                              "values match the reference, but rows computed alone differ bitwise from the same "
+                              "rows in the full batch; timed, and flagged wherever it appears",
+                              _where(c, regime=False), c.get("impl", "?"), text))
+            continue
         timed = " (it was timed anyway: ignore those numbers)" if key in measured else ""
         notes.append(Note("wrong", "bad", "wrong results",
                           "an implementation that fails its check is reported as wrong, never as a win",
-                          _where(c, regime=False), c.get("impl", "?"), reasons + timed))
+                          _where(c, regime=False), c.get("impl", "?"), text + timed))
     for f in items(record.get("failures")):
-        if f.get("stage") == "check":
+        # A failure saved at the check stage is followed by its check result; only one with none is unfinished.
+        if f.get("stage") == "check" and case_key(f) not in failed:
             notes.append(Note("wrong", "bad", "wrong results",
                               "an implementation that fails its check is reported as wrong, never as a win",
                               _where(f, regime=False), f.get("impl", "?"),
@@ -275,7 +287,7 @@ def evaluate(record: dict[str, Any]) -> list[Note]:
     notes: list[Note] = []
     for rule in RUN_RULES:
         notes += rule(record)
-    wrong = set(failed_checks(record))
+    wrong = set(wrong_checks(record))
     for m in items(record.get("measurements")):
         if case_key(m) in wrong:
             continue  # a wrong implementation gets one note (wrong), not performance advice

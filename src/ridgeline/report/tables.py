@@ -29,6 +29,7 @@ from ridgeline.report.data import (
     sample_count,
     shape_of,
     shape_text,
+    wrong_checks,
 )
 
 
@@ -150,7 +151,7 @@ MEASUREMENT_HEADERS = ["shape", "impl", "µs", "GB/s", "TFLOP/s", "% of roof", "
 
 
 def measurement_table(record: dict[str, Any], group: Group) -> Table:
-    wrong = failed_checks(record)
+    wrong = wrong_checks(record)
     status = check_status(record)
     # The fastest correct implementation per shape gets bold.
     best: dict[tuple[int, ...], float] = {}
@@ -170,7 +171,8 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
         launch = m.get("launch") if isinstance(m.get("launch"), dict) else {"config": m.get("launch")}
         launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
                                            str(launch.get("config") or "")) if x) or DASH
-        check = "WRONG" if is_wrong else ("ok" if status.get(key) else DASH)
+        check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
+            "not batch invariant" if m.get("caveat") else DASH))
         n = sample_count(m)
         rows.append([
             Cell(shape_text(shape_of(m)), _shape_sort(shape_of(m))),
@@ -190,7 +192,8 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
     headers[7] = f"speedup vs {base_name}"
     cap = ("µs: median device time. % of roof: achieved bandwidth (or FLOP/s) over the probed ceiling that binds. "
            "% of SOL: speed-of-light time (launch floor + ideal bytes / copy bandwidth) over the median. "
-           "noise: IQR / median. Bold: fastest correct implementation at the shape; struck out: wrong results.")
+           "noise: IQR / median. Bold: fastest correct implementation at the shape; struck out: wrong results; "
+           "'not batch invariant': right values, but rows alone differ bitwise from the same rows in a batch.")
     return Table(group.title, headers, rows, {2, 3, 4, 5, 6, 7, 8, 9}, cap)
 
 
