@@ -1,39 +1,76 @@
 """Compile RMSNorm launch configs ahead of time for sm_90 (no GPU needed): registers, spills, access widths.
 
 Usage: python scripts/compile_configs.py [N ...] [--fused] [--all]
+       python scripts/compile_configs.py N ... --check-layouts
 Without --all only the config `launch_config` picks is compiled; with it, every candidate the explore script
 times. Prints one line per config: what `docs/perf/rmsnorm.md` quotes for registers, spills and vector widths.
+--check-layouts compiles the plain op on contiguous rows and both ops on rows of other strides and pointer
+alignments, and exits 1 if the register layout of the row's sum differs anywhere (it decides the order of the
+sum, so the bits: batch invariance and `fused.out == rms_norm(residual_out)` depend on it).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from pathlib import Path
 
 import torch
 
 from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
-from ridgeline.kernels._launch import stride_alignment
 from ridgeline.kernels.rmsnorm import (
     LaunchConfig,
     _rms_norm_kernel,
     candidate_configs,
     kernel_constexprs,
     launch_config,
+    row_alignments,
 )
 
 
-def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16) -> TritonLaunch:
-    a = stride_alignment(n)
-    t = TensorArg(dtype, True)
+def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,
+               aligned: tuple[bool, ...] = (True,) * 5, strides: tuple[int, ...] | None = None,
+               has_weight: bool = True) -> TritonLaunch:
+    """The launch `_launch` makes: tensors (x, residual, residual_out, weight, y) 16-byte aligned or not, row
+    strides (x, residual, residual_out, y; default n), alignments capped at N's as `_launch` does."""
+    xs, rs, ros, ys = strides or (n,) * 4
+    xa, ra, roa, ya, na = row_alignments(n, (xs, rs, ros, ys))
+    x, r, ro, w, y = (TensorArg(dtype, a) for a in aligned)
     args = {
-        "X": t, "x_stride_q": n // a, "R": t, "r_stride_q": n // a, "RO": t, "ro_stride_q": n // a,
-        "W": t, "Y": t, "y_stride_q": n // a, "M": 4096, "n_q": n // a, "eps": 1e-6, "weight_offset": 0.0,
-        **kernel_constexprs(cfg, (a,) * 5, fused, True, cfg.loop_free),
+        "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
+        "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
+        **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free),
     }
     options = {"maxnreg": cfg.max_registers} if cfg.max_registers else {}
     return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe(), options=options)
+
+
+def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
+    """(size, elements per thread) of every float32 tensor the compiled kernel reduces, in order."""
+    ttgir = aot_compile(launch).asm["ttgir"]
+    layouts = dict(re.findall(r"(#blocked\d*) = (#ttg\.blocked<\{[^}]*\}>)", ttgir))
+    reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> f32", ttgir)
+    return tuple((size, re.search(r"sizePerThread = \[(\d+)\]", layouts[name]).group(1)) for size, name in reduced)
+
+
+def check_layouts(n: int) -> list[str]:
+    """Where the row's sum is laid out otherwise than for the plain op on contiguous, aligned rows."""
+    problems = []
+    for has_weight in (True, False):
+        plain, fused = launch_config(n, torch.bfloat16), launch_config(n, torch.bfloat16, True)
+        ref = reduction_layouts(launch_for(n, plain, False, has_weight=has_weight))
+        for x_aligned in (True, False):
+            for stride in sorted({n, n + 1, n + 4, n + 8, 2 * n}):
+                al = (x_aligned, x_aligned, True, True, True)
+                st = (stride, stride, n, n)
+                for op, cfg, is_fused in (("plain", plain, False), ("fused", fused, True)):
+                    got = reduction_layouts(launch_for(n, cfg, is_fused, aligned=al, strides=st,
+                                                       has_weight=has_weight))
+                    if got != ref:
+                        problems.append(f"N={n} {op} weight={has_weight} x aligned={x_aligned} stride={stride}: "
+                                        f"{got} != {ref}")
+    return problems
 
 
 def main() -> None:
@@ -41,7 +78,12 @@ def main() -> None:
     ap.add_argument("n", nargs="*", type=int, default=[4096, 4100, 5120, 5125, 7168, 8192, 16384, 65536])
     ap.add_argument("--fused", action="store_true")
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--check-layouts", action="store_true")
     args = ap.parse_args()
+    if args.check_layouts:
+        problems = [p for n in args.n for p in check_layouts(n)]
+        print("\n".join(problems) or f"same reduction layout everywhere for N = {args.n}")
+        raise SystemExit(1 if problems else 0)
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
             cfgs = candidate_configs(n) if args.all else [launch_config(n, torch.bfloat16, args.fused)]

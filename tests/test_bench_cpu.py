@@ -150,7 +150,9 @@ def test_git_sha_given_by_the_caller_wins(monkeypatch):
 
     monkeypatch.setenv("RIDGELINE_GIT_SHA", "abc1234")
     monkeypatch.setenv("RIDGELINE_GIT_DIRTY", "0")
-    assert git_state() == {"git_sha": "abc1234", "git_dirty": False}
+    state = git_state()
+    assert state["git_sha"] == "abc1234" and state["git_dirty"] is False
+    assert state.get("git_sha_checkout") != "abc1234"  # the checkout's own HEAD, kept when it disagrees
     monkeypatch.delenv("RIDGELINE_GIT_SHA")
     monkeypatch.delenv("RIDGELINE_GIT_DIRTY")
     assert git_state()["git_sha"] != "abc1234"

@@ -180,3 +180,27 @@ def test_host_bound_from_recorded_host_time_or_against_graph_cold():
     honest = m(regime="cold-eager", median_us=9.0)
     rec["measurements"] = [honest, m(regime="graph-cold", median_us=6.0)]
     assert rules.rule_host_bound(honest, rec) == []
+
+
+def test_batch_invariance_is_a_caveat_for_peers_but_an_error_for_ours():
+    from ridgeline.report.rules import rule_wrong
+
+    def check(impl, source):
+        return {"op": "rmsnorm", "impl": impl, "shape": [4, 8], "dtype": "bf16", "variant": "", "passed": False,
+                "source": source, "reasons": ["not batch invariant: rows 0:1 alone differ bitwise"]}
+
+    notes = rule_wrong({"checks": [check("liger", "peer"), check("ridgeline", "ours")], "measurements": []})
+    by_impl = {n.impl: n for n in notes}
+    assert by_impl["liger"].severity == "warn" and by_impl["liger"].rule == "not-invariant"
+    assert by_impl["ridgeline"].severity == "bad" and by_impl["ridgeline"].rule == "wrong"
+
+
+def test_a_failure_saved_before_a_check_that_passed_on_resume_is_not_reported():
+    from ridgeline.report.rules import rule_wrong
+
+    case = {"op": "rmsnorm", "impl": "liger", "shape": [4, 8], "dtype": "bf16", "variant": ""}
+    record = {"checks": [{**case, "passed": True, "reasons": []}],
+              "failures": [{**case, "stage": "check", "reason": "OutOfMemoryError"}], "measurements": []}
+    assert rule_wrong(record) == []
+    record["checks"] = []  # a killed run that never re-checked: the saved failure is all there is
+    assert [n.detail for n in rule_wrong(record)] == ["check did not complete: OutOfMemoryError"]

@@ -138,3 +138,25 @@ def test_a_weight_wider_than_x_is_loaded_late_and_uncapped():
         same = config_for(n, torch.bfloat16, 4096, weight_dtype=torch.bfloat16)
         assert (cfg.block_n, cfg.num_warps) == (same.block_n, same.num_warps)  # same arithmetic
     assert config_for(8192, torch.bfloat16, 4096, weight_dtype=torch.bfloat16).max_registers == 32
+
+
+def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
+    """Compiled for sm_90 (no GPU needed): the register layout of the row's sum decides its rounding order.
+    It must be the same for contiguous rows, rows of other strides (more or less aligned than N) and rows whose
+    data starts off a 16-byte boundary, for both ops, with and without a weight."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "compile_configs.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "--check-layouts"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+
+
+def test_a_config_whose_unmasked_pieces_run_past_the_row_is_refused():
+    x, w = rand(2, 5000), rand(5000)
+    with pytest.raises(ValueError, match="does not fit a row of 5000 columns"):
+        run(LaunchConfig(4096, True, 4, 0, piece_b=2048, piece_c=1024), x, w)

@@ -47,6 +47,7 @@ class CheckResult:
     reasons: list[str] = field(default_factory=list)
     outputs: list[OutputError] = field(default_factory=list)
     seconds: float = 0.0
+    source: str = ""  # ours | peer | user (ours must pass every property)
 
     @property
     def label(self) -> str:
@@ -210,7 +211,8 @@ def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str,
     import time
 
     device = torch.device(device)
-    result = CheckResult(spec.name, impl.name, list(case.shape), dtype_name(case.dtype), case.variant, False)
+    result = CheckResult(spec.name, impl.name, list(case.shape), dtype_name(case.dtype), case.variant, False,
+                         source=impl.source)
     if not impl.available:
         result.reasons.append(f"unavailable: {impl.reason}")
         return result

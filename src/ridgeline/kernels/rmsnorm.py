@@ -405,6 +405,8 @@ def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
 
 
 def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset: float) -> torch.Tensor | None:
+    """The weight to launch with: contiguous, and 16-byte aligned (a weight view starting elsewhere is copied:
+    its narrower loads would change the register layout, hence the order of the row's sum, so its bits)."""
     _check_float("weight_offset", weight_offset)
     if weight is None:
         if weight_offset != 0.0:
@@ -418,7 +420,9 @@ def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset
         require_same_device("weight", weight, "x", x)
     if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"weight: expected shape ({x.shape[-1]},) to match x's last dim, got {tuple(weight.shape)}")
-    return weight if weight.is_contiguous() else weight.contiguous()
+    if not weight.is_contiguous() or (weight.data_ptr() & 15 and weight.is_cuda):
+        weight = weight.clone(memory_format=torch.contiguous_format)  # fresh allocations are 16-byte aligned
+    return weight
 
 
 def _validate_x(name: str, x: object) -> torch.Tensor:
@@ -472,6 +476,22 @@ def _output_rows(name: str, t: torch.Tensor) -> int:
     return stride
 
 
+def row_alignments(n: int, strides: tuple[int, int, int, int]) -> tuple[int, int, int, int, int]:
+    """(x, residual, residual_out, y, N) alignments in elements for the ALIGN constexprs.
+
+    No row is taken as more aligned than N allows: Triton picks the register layout (and with it the order of
+    the row's sum) from the widest access it can prove, so a stride more aligned than N (x[:, :4100] of a
+    4104-wide buffer) would sum in another order than contiguous rows and break batch invariance across
+    layouts and `fused.out == rms_norm(residual_out)` bitwise (scripts/compile_configs.py --check-layouts)."""
+    na = stride_alignment(n)
+    xa, ra, roa, ya = (min(na, stride_alignment(s)) for s in strides)
+    return xa, ra, roa, ya, na
+
+
+def _last_piece(cfg: LaunchConfig) -> int:
+    return cfg.piece_c or cfg.piece_b or cfg.block_n
+
+
 def kernel_constexprs(
     cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool, has_weight: bool, one_row: bool,
 ) -> dict[str, object]:
@@ -501,9 +521,15 @@ def _launch(
 ) -> None:
     if m == 0:
         return
+    if x.is_cuda and x.get_device() != torch.cuda.current_device():
+        # Triton launches on the current device: make it x's (tensors on cuda:1 while cuda:0 is current).
+        with torch.cuda.device(x.device):
+            return _launch(x, x_stride, r, r_stride, ro, ro_stride, weight, y, y_stride, m, n, eps, weight_offset,
+                           cfg)
     if cfg is None:
         cfg = config_for(n, x.dtype, m, r is not None, weight.dtype if weight is not None else None)
-    elif cfg.single_pass and (cfg.width() < n or (cfg.piece_b and cfg.block_n > n)):
+    elif cfg.single_pass and (cfg.width() < n or cfg.width() - _last_piece(cfg) > n):
+        # Every piece but the last is unmasked: they must lie wholly inside the row.
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
     has_res = r is not None
     if not has_res:
@@ -523,7 +549,7 @@ def _launch(
             _LAUNCHER.run(kernel, grid, (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y,
                                          y_stride // ya, m, n // na, eps, weight_offset), cvals, fast_key[0])
             return
-    xa, ra, roa, ya, na = map(stride_alignment, (x_stride, r_stride, ro_stride, y_stride, n))
+    xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
     grid = _grid(m, cfg, x.device)
     constexprs = kernel_constexprs(cfg, (xa, ra, roa, ya, na), has_res, weight is not None,
                                    cfg.loop_free and grid == m)
@@ -595,6 +621,7 @@ def rms_norm(
     x = _validate_x("x", x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
+    weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
     if out is None:
         out = _new_rows(x)
     else:
@@ -617,6 +644,7 @@ def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -
         raise ValueError("scale: out_dtype FP8 needs a static per-tensor scale (or use rms_norm_dynamic_quant)")
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
+    weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
     scale_t = q.validate_static_scale(scale, x)
     if out is None:
         out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
@@ -650,6 +678,7 @@ def rms_norm_dynamic_quant(
     q.check_quant_dtype("quant_dtype", quant_dtype)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
+    weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
     n = x.shape[-1]
     m = x.numel() // n
     x_in, x_stride = _input_rows("x", x)
@@ -709,6 +738,7 @@ def fused_add_rms_norm(
     require_same_device("residual", residual, "x", x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
+    weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
     n = x.shape[-1]
     m = x.numel() // n
     if inplace:

@@ -10,6 +10,8 @@ in registers (hidden size up to MAX_HIDDEN), so a row's result never depends on 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -83,13 +85,16 @@ def launch_fp8(
     has_res = residual is not None
     r, rs = (residual, r_stride) if has_res else (x, x_stride)
     ro, ros = (residual_out, n) if has_res else (x, x_stride)
-    xa, ra, roa, qa = map(stride_alignment, (x_stride, rs, ros, n))
-    _rms_norm_fp8_kernel[(m,)](
-        x, x_stride // xa, r, rs // ra, ro, ros // roa, weight if weight is not None else x, q, n // qa, scale,
-        n, eps, weight_offset, qmax, MIN_SCALE_FACTOR / qmax,
-        X_ALIGN=xa, R_ALIGN=ra, RO_ALIGN=roa, Q_ALIGN=qa, HAS_RESIDUAL=has_res, HAS_WEIGHT=weight is not None,
-        DYNAMIC=dynamic, BLOCK_N=block, EMULATE_ROUNDING=interpreter_enabled(), num_warps=warps,
-    )
+    # No row more aligned than N (as in kernels/rmsnorm.py: the row's sum would be laid out, so ordered, otherwise).
+    qa = stride_alignment(n)
+    xa, ra, roa = (min(qa, stride_alignment(s)) for s in (x_stride, rs, ros))
+    with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():  # Triton uses the current device
+        _rms_norm_fp8_kernel[(m,)](
+            x, x_stride // xa, r, rs // ra, ro, ros // roa, weight if weight is not None else x, q, n // qa, scale,
+            n, eps, weight_offset, qmax, MIN_SCALE_FACTOR / qmax,
+            X_ALIGN=xa, R_ALIGN=ra, RO_ALIGN=roa, Q_ALIGN=qa, HAS_RESIDUAL=has_res, HAS_WEIGHT=weight is not None,
+            DYNAMIC=dynamic, BLOCK_N=block, EMULATE_ROUNDING=interpreter_enabled(), num_warps=warps,
+        )
 
 
 def validate_static_scale(scale: object, x: torch.Tensor) -> torch.Tensor:

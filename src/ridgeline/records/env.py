@@ -26,12 +26,19 @@ def git_state() -> dict[str, Any]:
     """sha and dirty flag of the ridgeline checkout the code runs from (None when installed from a wheel)."""
     here = Path(__file__).resolve().parent
     given = os.environ.get("RIDGELINE_GIT_SHA")
-    # The caller's word wins: a copy of the tree shipped to a GPU machine may carry no .git, or a stale one
-    # (the H200 copies of session 2 carried the session's starting commit, not the one that ran).
-    sha = None if given else _git(["rev-parse", "HEAD"], here)
-    if sha is None:
+    sha = _git(["rev-parse", "HEAD"], here)
+    if given:
+        # The caller's word wins: a copy of the tree shipped to a GPU machine may carry no .git, or a stale one
+        # (the H200 copies of session 2 carried the session's starting commit, not the one that ran). What the
+        # checkout says is kept beside it when it disagrees.
         dirty = os.environ.get("RIDGELINE_GIT_DIRTY")
-        return {"git_sha": given, "git_dirty": None if dirty is None else dirty not in ("0", "false", "")}
+        out: dict[str, Any] = {"git_sha": given,
+                               "git_dirty": None if dirty is None else dirty not in ("0", "false", "")}
+        if sha and not sha.startswith(given):
+            out["git_sha_checkout"] = sha
+        return out
+    if sha is None:
+        return {"git_sha": None, "git_dirty": None}
     status = _git(["status", "--porcelain", "--untracked-files=no"], here)
     return {"git_sha": sha, "git_dirty": bool(status)}
 

@@ -14,6 +14,7 @@ from typing import Any
 from ridgeline.report.data import (
     SEVERITY_ORDER,
     case_key,
+    check_status,
     dig,
     failed_checks,
     fmt_bytes,
@@ -75,11 +76,12 @@ def rule_wrong(record: dict[str, Any]) -> list[Note]:
     rows that are not batch invariant are a caveat, not an error: those are timed and flagged."""
     measured = {case_key(m) for m in items(record.get("measurements"))}
     failed = failed_checks(record)
+    checked = check_status(record)  # a resumed run may have re-checked (and passed) after a saved failure
     notes = []
     for key, c in failed.items():
         reasons = _list(c.get("reasons"))
         text = "; ".join(str(r) for r in reasons) or "no reason recorded"
-        if invariance_only(reasons):
+        if invariance_only(reasons) and c.get("source") != "ours":  # ours promises batch invariance
             notes.append(Note("not-invariant", "warn", "not batch invariant",
                               "values match the reference, but rows computed alone differ bitwise from the same "
                               "rows in the full batch; timed, and flagged wherever it appears",
@@ -91,7 +93,7 @@ def rule_wrong(record: dict[str, Any]) -> list[Note]:
                           _where(c, regime=False), c.get("impl", "?"), text + timed))
     for f in items(record.get("failures")):
         # A failure saved at the check stage is followed by its check result; only one with none is unfinished.
-        if f.get("stage") == "check" and case_key(f) not in failed:
+        if f.get("stage") == "check" and case_key(f) not in checked:
             notes.append(Note("wrong", "bad", "wrong results",
                               "an implementation that fails its check is reported as wrong, never as a win",
                               _where(f, regime=False), f.get("impl", "?"),
@@ -199,7 +201,8 @@ def rule_loses_to_peer(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
         return []
     return [Note("loses-to-peer", "warn", "slower than a peer", "ours is slower than the best production "
                  "implementation here: that is where the work is", _where(m), m.get("impl", "?"),
-                 f"{m.get('best_peer') or 'best peer'} is {1 / sp:.2f}x faster")]
+                 f"{m.get('best_peer') or 'best peer'} is {1 / sp:.2f}x faster"
+                 + (f" ({m['best_peer_caveat']})" if m.get("best_peer_caveat") else ""))]
 
 
 def rule_near_roof(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
