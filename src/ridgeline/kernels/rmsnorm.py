@@ -1,9 +1,15 @@
 """RMSNorm and fused residual-add + RMSNorm in Triton.
 
 One kernel serves both ops (HAS_RESIDUAL is a constexpr), so the fused op runs the very same per-row arithmetic
-as the plain one on residual_out: the two agree bitwise by construction. The launch configuration (block width,
-warps, one pass or two) depends on the hidden size and dtypes only, never on the number of rows, and each row is
-reduced by one program in a fixed order: outputs are batch invariant and deterministic.
+as the plain one on residual_out: the two agree bitwise by construction. What decides the arithmetic (row
+layout, warps, one pass or two) depends on the hidden size and dtypes only, never on the number of rows, and
+each row is reduced by one program in a fixed order: outputs are batch invariant and deterministic.
+
+The order of a row's sum also follows the register layout Triton derives from the widest memory access it can
+prove, so alignments are capped at N's (`row_alignments`) and a weight off a 16-byte boundary is copied: the
+layout is then the same for any strides and pointer offsets (checked ahead of time for sm_90 by
+`scripts/compile_configs.py --check-layouts`, run by the tests). One corner remains: with no weight and every
+row tensor starting off a 16-byte boundary, the sum may be laid out (so rounded) otherwise.
 """
 
 from __future__ import annotations
