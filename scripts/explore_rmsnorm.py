@@ -1,8 +1,11 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
-Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|cold-eager]
+Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
+                    [--shapes sweep|decode|decode-lite|wide|cliff|tiny] [--focus] [--budget S] [--dry]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
-come; the last lines printed are the best config per shape beside the current heuristic.
+come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
+`candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off.
+Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime.
 """
 
 from __future__ import annotations
