@@ -42,6 +42,22 @@ CHUNK_BLOCK = 8192
 
 
 @triton.jit
+def _load(ptrs, c, N, MASKED: tl.constexpr):
+    """A load that is masked only where the piece can run past the row (the last piece)."""
+    if MASKED:
+        return tl.load(ptrs, mask=c < N, other=0.0)
+    return tl.load(ptrs)
+
+
+@triton.jit
+def _store(ptrs, value, c, N, MASKED: tl.constexpr):
+    if MASKED:
+        tl.store(ptrs, value, mask=c < N)
+    else:
+        tl.store(ptrs, value)
+
+
+@triton.jit
 def _load_piece(
     x_row, r_row, ro_row, W, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, LOAD_W: tl.constexpr,
@@ -51,26 +67,15 @@ def _load_piece(
     the weight there (issued before the reduction: its latency overlaps x's, but it holds registers longer).
     Only the row's last piece is masked: the others lie wholly inside it."""
     c = off + tl.arange(0, P)
-    if MASKED:
-        mask = c < N
-        x = tl.load(x_row + c, mask=mask, other=0.0)
-        if HAS_RESIDUAL:
-            r = tl.load(r_row + c, mask=mask, other=0.0)
-            # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
-            x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
-            tl.store(ro_row + c, x, mask=mask)
-        w = x
-        if LOAD_W:
-            w = tl.load(W + c, mask=mask, other=0.0)
-    else:
-        x = tl.load(x_row + c)
-        if HAS_RESIDUAL:
-            r = tl.load(r_row + c)
-            x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
-            tl.store(ro_row + c, x)
-        w = x
-        if LOAD_W:
-            w = tl.load(W + c)
+    x = _load(x_row + c, c, N, MASKED)
+    if HAS_RESIDUAL:
+        r = _load(r_row + c, c, N, MASKED)
+        # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
+        x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
+        _store(ro_row + c, x, c, N, MASKED)
+    w = x
+    if LOAD_W:
+        w = _load(W + c, c, N, MASKED)
     return x, w
 
 
@@ -90,16 +95,9 @@ def _store_piece(
     y = x.to(tl.float32) * rstd
     if HAS_WEIGHT:
         if not WEIGHT_LOADED:
-            if MASKED:
-                w = tl.load(W + c, mask=c < N, other=0.0)
-            else:
-                w = tl.load(W + c)
+            w = _load(W + c, c, N, MASKED)
         y = y * (w.to(tl.float32) + weight_offset)
-    y = to_storage(y, y_row.dtype.element_ty, EMULATE_RNE)
-    if MASKED:
-        tl.store(y_row + c, y, mask=c < N)
-    else:
-        tl.store(y_row + c, y)
+    _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED)
 
 
 @triton.jit
