@@ -1,12 +1,13 @@
 """Compile RMSNorm launch configs ahead of time for sm_90 (no GPU needed): registers, spills, access widths.
 
-Usage: python scripts/compile_configs.py [N ...] [--fused] [--all]
+Usage: python scripts/compile_configs.py [N ...] [--fused] [--all] [--quant 1|2] [--m M]
        python scripts/compile_configs.py N ... --check-layouts
-Without --all only the config `launch_config` picks is compiled; with it, every candidate the explore script
-times. Prints one line per config: what `docs/perf/rmsnorm.md` quotes for registers, spills and vector widths.
---check-layouts compiles the plain op on contiguous rows and both ops on rows of other strides and pointer
-alignments, and exits 1 if the register layout of the row's sum differs anywhere (it decides the order of the
-sum, so the bits: batch invariance and `fused.out == rms_norm(residual_out)` depend on it).
+Without --all only the config `config_for` picks (for M rows) is compiled; with it, every candidate the explore
+script times. --quant compiles the FP8 epilogue (1 static scale, 2 dynamic per-row scales).
+Prints one line per config: what `docs/perf/rmsnorm.md` quotes for registers, spills and vector widths.
+--check-layouts compiles the plain op on contiguous rows and the plain, fused and dynamic FP8 ops on rows of
+other strides and pointer alignments, and exits 1 if the register layout of the row's sum differs anywhere (it
+decides the order of the sum, so the bits: batch invariance and `fused.out == rms_norm(residual_out)` depend on it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ridgeline.kernels.rmsnorm import (
     LaunchConfig,
     _rms_norm_kernel,
     candidate_configs,
+    config_for,
     kernel_constexprs,
     launch_config,
     row_alignments,
@@ -31,16 +33,19 @@ from ridgeline.kernels.rmsnorm import (
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,
                aligned: tuple[bool, ...] = (True,) * 5, strides: tuple[int, ...] | None = None,
-               has_weight: bool = True) -> TritonLaunch:
+               has_weight: bool = True, quant: int = 0) -> TritonLaunch:
     """The launch `_launch` makes: tensors (x, residual, residual_out, weight, y) 16-byte aligned or not, row
     strides (x, residual, residual_out, y; default n), alignments capped at N's as `_launch` does."""
     xs, rs, ros, ys = strides or (n,) * 4
     xa, ra, roa, ya, na = row_alignments(n, (xs, rs, ros, ys))
     x, r, ro, w, y = (TensorArg(dtype, a) for a in aligned)
+    if quant:
+        y = TensorArg(torch.float8_e4m3fn, aligned[4])
     args = {
         "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
         "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
-        **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free),
+        "S": TensorArg(torch.float32, True), "qmax": 448.0, "min_scale": 1e-5,
+        **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free, quant),
     }
     options = {"maxnreg": cfg.max_registers} if cfg.max_registers else {}
     return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe(), options=options)
@@ -60,16 +65,21 @@ def check_layouts(n: int) -> list[str]:
     for has_weight in (True, False):
         plain, fused = launch_config(n, torch.bfloat16), launch_config(n, torch.bfloat16, True)
         ref = reduction_layouts(launch_for(n, plain, False, has_weight=has_weight))
+        # FP8 outputs (16 one-byte values per 16-byte store) get their own layout (on sm_90: 16 elements per
+        # thread where the 16-bit op has 8); it too must be the same for any layout of the input rows.
+        quant_cfg = config_for(n, torch.bfloat16, 1, quant=2)
+        quant_ref = reduction_layouts(launch_for(n, quant_cfg, False, has_weight=has_weight, quant=2))
         for x_aligned in (True, False):
             for stride in sorted({n, n + 1, n + 4, n + 8, 2 * n}):
                 al = (x_aligned, x_aligned, True, True, True)
                 st = (stride, stride, n, n)
-                for op, cfg, is_fused in (("plain", plain, False), ("fused", fused, True)):
+                for op, cfg, is_fused, quant, want in (("plain", plain, False, 0, ref), ("fused", fused, True, 0, ref),
+                                                       ("fused FP8", quant_cfg, True, 2, quant_ref)):
                     got = reduction_layouts(launch_for(n, cfg, is_fused, aligned=al, strides=st,
-                                                       has_weight=has_weight))
-                    if got != ref:
+                                                       has_weight=has_weight, quant=quant))
+                    if got != want:
                         problems.append(f"N={n} {op} weight={has_weight} x aligned={x_aligned} stride={stride}: "
-                                        f"{got} != {ref}")
+                                        f"{got} != {want}")
     return problems
 
 
@@ -79,6 +89,8 @@ def main() -> None:
     ap.add_argument("--fused", action="store_true")
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--check-layouts", action="store_true")
+    ap.add_argument("--quant", type=int, default=0, choices=(0, 1, 2))
+    ap.add_argument("--m", type=int, default=4096, help="rows (config_for's row-count rules)")
     args = ap.parse_args()
     if args.check_layouts:
         problems = [p for n in args.n for p in check_layouts(n)]
@@ -86,9 +98,11 @@ def main() -> None:
         raise SystemExit(1 if problems else 0)
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
-            cfgs = candidate_configs(n) if args.all else [launch_config(n, torch.bfloat16, args.fused)]
+            cfgs = candidate_configs(n) if args.all else [config_for(n, torch.bfloat16, args.m, args.fused,
+                                                                             quant=args.quant)]
             for i, cfg in enumerate(cfgs):
-                facts = kernel_facts(aot_compile(launch_for(n, cfg, args.fused)), Path(tmp), "aot", f"k{n}-{i}")
+                launch = launch_for(n, cfg, args.fused, quant=args.quant)
+                facts = kernel_facts(aot_compile(launch), Path(tmp), "aot", f"k{n}-{i}")
                 sass = facts.get("sass", {})
                 occ = occupancy(facts["registers"], facts["shared_bytes"], cfg.num_warps)
                 print(f"N={n:<6} {cfg.describe():52} regs {facts['registers']:>3} spills "

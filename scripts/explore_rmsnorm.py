@@ -2,10 +2,12 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|cliff|tiny] [--focus] [--budget S] [--dry]
+                    [--quant]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off.
-Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime.
+Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime. --quant times the dynamic
+FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows).
 """
 
 from __future__ import annotations
@@ -19,20 +21,34 @@ import math
 import torch
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
-from ridgeline.kernels.rmsnorm import _launch, candidate_configs, launch_config
+from ridgeline.kernels.rmsnorm import _launch, candidate_configs, config_for
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
 L2_BYTES = 60 * 2**20
 
 
-def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str):
+def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str, quant: bool = False):
+    """(x, residual, y, residual_out, weight, scales) per set."""
     sets = []
     for _ in range(count):
         x = torch.randn(m, n, device=device, dtype=dtype)
         r = torch.randn(m, n, device=device, dtype=dtype) if fused else None
         w = torch.randn(n, device=device, dtype=dtype)  # each set its own weight, as in the bench: cold in L2
-        sets.append((x, r, torch.empty_like(x), torch.empty_like(x) if fused else None, w))
+        y = torch.empty(m, n, device=device, dtype=torch.float8_e4m3fn if quant else dtype)
+        scales = torch.empty(m, device=device, dtype=torch.float32) if quant else None
+        sets.append((x, r, y, torch.empty_like(x) if fused else None, w, scales))
     return sets
+
+
+def focus_configs(default, quant: bool) -> list:
+    """The default with weight-first on/off and a register cap on/off (wide FP8 rows: grid and a 64 cap)."""
+    if default.single_pass:
+        return [dataclasses.replace(default, weight_first=wf, max_registers=regs)
+                for wf in (False, True) for regs in (0, 32)]
+    if quant:
+        return [dataclasses.replace(default, programs_per_sm=per_sm, max_registers=regs)
+                for per_sm in (0, 1, 2) for regs in (0, 64)]
+    return [default]
 
 
 def main() -> None:
@@ -45,6 +61,7 @@ def main() -> None:
     ap.add_argument("--dry", action="store_true", help="check only (CPU smoke test), no timing")
     ap.add_argument("--focus", action="store_true",
                     help="only the default config with weight-first on/off and a 32-register cap on/off")
+    ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
     args = ap.parse_args()
     dtype = torch.bfloat16
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -55,32 +72,36 @@ def main() -> None:
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
     results = []
     for m, n in shapes:
-        bytes_moved = (4 if args.fused else 2) * m * n * 2 + 2 * n
+        row_bytes = (3 if args.fused else 1) * 2 + (1 if args.quant else 2)
+        bytes_moved = row_bytes * m * n + 2 * n + (4 * m if args.quant else 0)
         count = 1 if args.regime != "graph-cold" or bytes_moved >= 4 * L2_BYTES else min(
             2048, math.ceil(3 * L2_BYTES / bytes_moved))
-        sets = make_sets(m, n, dtype, args.fused, count, device)
+        sets = make_sets(m, n, dtype, args.fused, count, device, args.quant)
         x0, w = sets[0][0], sets[0][4]
         base = x0.double()
         if args.fused:
             base = (x0.double() + sets[0][1].double()).to(dtype).double()
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-        default = launch_config(n, dtype, args.fused)
-        cands = candidate_configs(n)
-        if args.focus:
-            cands = [dataclasses.replace(default, weight_first=wf, max_registers=regs)
-                     for wf in (False, True) for regs in (0, 32)]
+        quant = 2 if args.quant else 0
+        default = config_for(n, dtype, m, args.fused, quant=quant)
+        cands = focus_configs(default, args.quant) if args.focus else candidate_configs(n)
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
             try:
-                calls = [functools.partial(_launch, s[0], n, s[1], n, s[3], n, s[4], s[2], n, m, n, 1e-6, 0.0, cfg)
-                         for s in sets]
+                calls = [functools.partial(_launch, s[0], n, s[1], n, s[3], n, s[4], s[2], n, m, n, 1e-6, 0.0, cfg,
+                                           quant, s[5]) for s in sets]
                 calls[0]()
                 if device == "cuda":
                     torch.cuda.synchronize()
-                err = (sets[0][2].double() - ref).abs().max().item()
+                got = sets[0][2].double()
+                if args.quant:  # dequantized: within an e4m3 half-ulp (2^-4 relative) of the reference
+                    got = got * sets[0][5].double()[:, None]
+                    err = ((got - ref).abs() / (ref.abs() + 1e-2)).max().item()
+                else:
+                    err = (got - ref).abs().max().item()
                 if not err < 0.1:
                     raise AssertionError(f"wrong result: max err {err}")
                 if args.dry:

@@ -23,7 +23,7 @@ def probed_cache(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("op", ["rmsnorm", "fused_add_rmsnorm"])
+@pytest.mark.parametrize("op", ["rmsnorm", "fused_add_rmsnorm", "rmsnorm_dynamic_quant", "rmsnorm_fp8"])
 def test_more_than_2_31_elements(op):
     assert HUGE[0] * HUGE[1] > 2**31
     spec = registry.get_spec(op)
@@ -102,19 +102,23 @@ def test_fast_launch_path_engages_and_matches_triton(monkeypatch):
 
 
 def test_inductor_fullgraph_and_cuda_graphs_with_our_ops():
+    from ridgeline import rms_norm_dynamic_quant
+
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    s = torch.tensor([0.02], device="cuda")
 
     def layer(x, r):
         h, res = fused_add_rms_norm(x, r, w)
-        return rms_norm(h, w), res
+        q, scales, res2 = rms_norm_dynamic_quant(h, w, residual=res)
+        return rms_norm(h, w), res, q, scales, res2, rms_norm(res2, w, out_dtype=torch.float8_e4m3fn, scale=s)
 
     compiled = torch.compile(layer, fullgraph=True, mode="reduce-overhead")
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     r = torch.randn_like(x)
     for _ in range(3):  # warm-up, record, replay
-        out, res = compiled(x, r)
-    exp_out, exp_res = layer(x, r)
-    assert torch.equal(out, exp_out) and torch.equal(res, exp_res)
+        got = compiled(x, r)
+    for g, e in zip(got, layer(x, r)):
+        assert g.dtype == e.dtype and torch.equal(g.view(torch.uint8), e.view(torch.uint8))
 
 
 @pytest.mark.parametrize("op", ["rmsnorm_fp8", "rmsnorm_dynamic_quant", "fused_add_rmsnorm_dynamic_quant"])

@@ -5,7 +5,7 @@ import torch
 
 from conftest import DEVICE
 from ridgeline import check, rms_norm, rms_norm_dynamic_quant
-from ridgeline.kernels.rmsnorm_quant import MAX_HIDDEN
+from ridgeline.kernels.rmsnorm import config_for
 
 E4M3 = torch.float8_e4m3fn
 
@@ -89,8 +89,38 @@ def test_fp8_bad_input():
         rms_norm_dynamic_quant(x, quant_dtype=torch.float16)
     with pytest.raises(ValueError, match="residual: expected shape"):
         rms_norm_dynamic_quant(x, residual=rand(2, 65))
-    with pytest.raises(ValueError, match=f"hidden size up to {MAX_HIDDEN}"):
-        rms_norm_dynamic_quant(rand(1, MAX_HIDDEN + 1))
+    with pytest.raises(ValueError, match="out: expected a torch.float8_e4m3fn tensor of shape"):
+        rms_norm(x, out_dtype=E4M3, scale=0.1, out=torch.empty(2, 64, device=DEVICE, dtype=torch.float8_e5m2))
+
+
+@pytest.mark.parametrize("n", [5120, 4100, 20000])
+def test_row_layouts_pieces_and_two_passes(n):
+    # 5120 and 4100 run as power-of-two pieces (the last one masked at 4100); 20000 in two passes, whose dynamic
+    # scale comes from max|x * w| in the first pass.
+    cfg = config_for(n, torch.bfloat16, 3, quant=2)
+    assert (cfg.single_pass, bool(cfg.piece_b)) == {5120: (True, True), 4100: (True, True), 20000: (False, False)}[n]
+    x, r, w = rand(3, n) * 2, rand(3, n), rand(n)
+    q, s, res = rms_norm_dynamic_quant(x, w, residual=r)
+    y = y64(res, w)
+    ref_scales = y.abs().amax(-1, keepdim=True) / 448
+    torch.testing.assert_close(s.double(), ref_scales, rtol=1e-5, atol=0)
+    assert_fp8_close(q, y / ref_scales)
+    assert (q.float().abs().amax(-1) >= 416).all(), "each row's largest |y| maps to (about) the FP8 maximum"
+    qs = rms_norm(x, w, out_dtype=E4M3, scale=0.01)
+    assert_fp8_close(qs, (y64(x, w) / 0.01).clamp(-448, 448))
+
+
+@pytest.mark.parametrize("offset, width", [(0, 320), (16, 336), (10, 320), (0, 303)])
+def test_static_out_may_be_strided_rows(offset, width):
+    # Aligned rows are written in place; rows off 16 bytes (offset 10, stride 303) through an aligned buffer:
+    # the same bits either way.
+    x, w = rand(5, 300), rand(300)
+    buf = torch.full((5, width), 7.0, device=DEVICE).to(E4M3)
+    out = buf[:, offset:offset + 300]
+    got = rms_norm(x, w, out_dtype=E4M3, scale=0.02, out=out)
+    assert got is out
+    assert torch.equal(out.view(torch.uint8), rms_norm(x, w, out_dtype=E4M3, scale=0.02).view(torch.uint8))
+    assert (buf[:, :offset].float() == 7).all() and (buf[:, offset + 300:].float() == 7).all(), "wrote outside"
 
 
 @pytest.mark.parametrize("op", ["rmsnorm_fp8", "rmsnorm_dynamic_quant", "fused_add_rmsnorm_dynamic_quant"])
@@ -104,3 +134,24 @@ def test_harness_checks_ours_and_the_eager_peer(op):
     assert peer
     for r in peer:
         assert all(reason.startswith("not batch invariant") for reason in r.reasons), (r.label, r.reasons)
+
+
+def test_fp8_ops_trace_under_fullgraph_compile():
+    import torch._dynamo
+
+    w = 1 + 0.5 * rand(300)
+    scale = torch.tensor([0.01], device=DEVICE)
+
+    def layer(x, r):
+        q, s, res = rms_norm_dynamic_quant(x, w, residual=r)
+        q2, s2, none = rms_norm_dynamic_quant(res * 2.0, w)
+        return q, s, res, q2, s2, none, rms_norm(x, w, out_dtype=E4M3, scale=scale), rms_norm(x, w, out_dtype=E4M3,
+                                                                                             scale=0.02)
+
+    x, r = rand(6, 300), rand(6, 300)
+    got = torch.compile(layer, fullgraph=True, backend="aot_eager")(x, r)
+    exp = layer(x, r)
+    assert got[5] is None and exp[5] is None
+    for g, e in zip(got[:5] + got[6:], exp[:5] + exp[6:]):
+        assert g.dtype == e.dtype and torch.equal(g.view(torch.uint8), e.view(torch.uint8))
+    torch._dynamo.reset()

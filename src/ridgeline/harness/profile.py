@@ -395,18 +395,23 @@ def _rmsnorm_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: s
     return inputs
 
 
-def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, fused: bool = False) -> str:
+def _quant_of(op: str) -> int:
+    """The kernel's QUANT epilogue for an op of the RMSNorm family (0: none, 1: static FP8, 2: dynamic FP8)."""
+    return {"rmsnorm_fp8": 1, "rmsnorm_dynamic_quant": 2, "fused_add_rmsnorm_dynamic_quant": 2}.get(op, 0)
+
+
+def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, fused: bool = False, quant: int = 0) -> str:
     from ridgeline.kernels.rmsnorm import config_for
 
-    return config_for(shape[-1], dtype, _numel(shape[:-1]), fused).describe()
+    return config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant).describe()
 
 
-def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool = False) -> int:
+def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool = False, quant: int = 0) -> int:
     import torch
 
     from ridgeline.kernels import rmsnorm as K
 
-    cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused)
+    cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant)
     with _patched(K, {"multiprocessor_count": lambda device: sm_count, "interpreter_enabled": lambda: False}):
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
@@ -421,28 +426,18 @@ def _quant_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str
     return inputs
 
 
-def _quant_describe(shape: tuple[int, ...], dtype: Any) -> str:
-    import triton
+def _rmsnorm_family(op: str) -> KernelFamily:
+    fused, quant = op.startswith("fused_add"), _quant_of(op)
+    meta = _quant_meta_inputs if quant else _rmsnorm_meta_inputs
+    return KernelFamily("ridgeline.kernels.rmsnorm", meta,
+                        functools.partial(_rmsnorm_describe, fused=fused, quant=quant),
+                        functools.partial(_rmsnorm_grid, fused=fused, quant=quant))
 
-    block = triton.next_power_of_2(shape[-1])
-    return f"1-pass BLOCK_N={block} warps={max(1, min(16, block // 512))} grid=row/program"
-
-
-def _quant_grid(shape: tuple[int, ...], dtype: Any, sm_count: int) -> int:
-    return _numel(shape[:-1])
-
-
-_QUANT = KernelFamily("ridgeline.kernels.rmsnorm_quant", _quant_meta_inputs, _quant_describe, _quant_grid)
 
 # op -> its Triton kernel family; every implementation of source "ours" of these ops is profiled through it.
 FAMILIES: dict[str, KernelFamily] = {
-    "rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs, _rmsnorm_describe, _rmsnorm_grid),
-    "fused_add_rmsnorm": KernelFamily("ridgeline.kernels.rmsnorm", _rmsnorm_meta_inputs,
-                                      functools.partial(_rmsnorm_describe, fused=True),
-                                      functools.partial(_rmsnorm_grid, fused=True)),
-    "rmsnorm_fp8": _QUANT,
-    "rmsnorm_dynamic_quant": _QUANT,
-    "fused_add_rmsnorm_dynamic_quant": _QUANT,
+    op: _rmsnorm_family(op) for op in ("rmsnorm", "fused_add_rmsnorm", "rmsnorm_fp8", "rmsnorm_dynamic_quant",
+                                       "fused_add_rmsnorm_dynamic_quant")
 }
 
 
@@ -544,10 +539,8 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
             recorders.append(rec)
             restore.append((obj, attr, kernel))
             setattr(obj, attr, rec)
-        # The wrapper that validates may live beside the kernel module (rmsnorm.py validates for rmsnorm_quant).
-        wrapper = importlib.import_module("ridgeline.kernels.rmsnorm")
         patches = {"require_runnable_device": lambda *a, **k: None, "multiprocessor_count": lambda device: sm_count}
-        with _patched(module, patches), _patched(wrapper, patches):
+        with _patched(module, patches):
             get_spec(op).call(implementation.fn, inputs)
     finally:
         for obj, attr, kernel in reversed(restore):

@@ -35,6 +35,14 @@ from ridgeline.kernels._launch import (
     stride_alignment,
 )
 from ridgeline.kernels._rounding import to_storage
+from ridgeline.kernels.rmsnorm_quant import (
+    FP8_DTYPES,
+    MIN_SCALE_FACTOR,
+    QUANT_DYNAMIC,
+    QUANT_STATIC,
+    check_quant_dtype,
+    validate_static_scale,
+)
 
 # Widest row held whole in registers; wider rows loop over chunks of this many columns, twice.
 MAX_SINGLE_PASS_BLOCK = 16384
@@ -86,29 +94,51 @@ def _sum_sq(x):
 
 
 @triton.jit
-def _store_piece(
-    y_row, W, x, w, rstd, weight_offset, off, N,
+def _y_piece(
+    W, x, w, rstd, weight_offset, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
 ):
+    """y = x * rstd * (w + weight_offset) in float32 for columns [off, off + P) (masked columns: 0)."""
     c = off + tl.arange(0, P)
     y = x.to(tl.float32) * rstd
     if HAS_WEIGHT:
         if not WEIGHT_LOADED:
             w = _load(W + c, c, N, MASKED)
         y = y * (w.to(tl.float32) + weight_offset)
+    return y
+
+
+@triton.jit
+def _store_piece(
+    y_row, W, x, w, rstd, weight_offset, scale, qmax, off, N,
+    P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
+    QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):
+    """y of a piece rounded once to the output dtype; with QUANT, to FP8 as sat(y / scale)."""
+    c = off + tl.arange(0, P)
+    y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED)
+    if QUANT != 0:
+        y = tl.clamp(y / scale, -qmax, qmax)
     _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED)
 
 
 @triton.jit
+def _abs_max(y):
+    return tl.max(tl.abs(y), axis=0)
+
+
+@triton.jit
 def _norm_row(
-    row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
+    row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset, S, qmax, min_scale,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
-    """One row, start to end: the same arithmetic whichever program, grid or loop handles it."""
+    """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
+
+    QUANT: 0 stores y in Y's dtype; 1 stores sat(y / S[0]) (static FP8 scale); 2 computes the row's scale
+    max|y| / qmax (at least min_scale), stores it to S[row] and the row as sat(y / scale) (dynamic FP8)."""
     cols = tl.arange(0, BLOCK_N)
     # int64 first, then times the stride: a row stride of 2^31 elements or more must not wrap in int32.
     row64 = tl.cast(row, tl.int64)
@@ -119,6 +149,9 @@ def _norm_row(
     if HAS_RESIDUAL:
         r_row = R + row64 * r_stride_q * R_ALIGN
         ro_row = RO + row64 * ro_stride_q * RO_ALIGN
+    scale = 1.0
+    if QUANT == 1:
+        scale = tl.load(S)
     if SINGLE_PASS:
         # The row in registers as up to three power-of-two pieces (5120 = 4096 + 1024: no idle lanes), all
         # loads (weight included) issued before the reduction so their latencies overlap.
@@ -139,20 +172,35 @@ def _norm_row(
         if PIECE_C > 0:
             sum_sq += _sum_sq(xc)
         rstd = tl.rsqrt(sum_sq / N + eps)
-        _store_piece(y_row, W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT, W_EARLY,
-                     EMULATE_RNE)
+        if QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
+            amax = _abs_max(_y_piece(W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
+                                     W_EARLY))
+            if PIECE_B > 0:
+                amax = tl.maximum(amax, _abs_max(_y_piece(W, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B,
+                                                          PIECE_C == 0, HAS_WEIGHT, W_EARLY)))
+            if PIECE_C > 0:
+                amax = tl.maximum(amax, _abs_max(_y_piece(W, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True,
+                                                          HAS_WEIGHT, W_EARLY)))
+            scale = tl.maximum(amax / qmax, min_scale)
+            tl.store(S + row64, scale)
+        # (The compiler reuses y computed for the max: the same expression of the same values.)
+        _store_piece(y_row, W, xa, wa, rstd, weight_offset, scale, qmax, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
+                     W_EARLY, QUANT, EMULATE_RNE)
         if PIECE_B > 0:
-            _store_piece(y_row, W, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B, PIECE_C == 0, HAS_WEIGHT,
-                         W_EARLY, EMULATE_RNE)
+            _store_piece(y_row, W, xb, wb, rstd, weight_offset, scale, qmax, B_OFF, N, PIECE_B, PIECE_C == 0,
+                         HAS_WEIGHT, W_EARLY, QUANT, EMULATE_RNE)
         if PIECE_C > 0:
-            _store_piece(y_row, W, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True, HAS_WEIGHT, W_EARLY,
-                         EMULATE_RNE)
+            _store_piece(y_row, W, xc, wc, rstd, weight_offset, scale, qmax, C_OFF, N, PIECE_C, True, HAS_WEIGHT,
+                         W_EARLY, QUANT, EMULATE_RNE)
     else:
         # Rows too wide for registers: sum of squares over chunks, then a second pass re-reads the row.
         # L2_HINTS keeps the first pass's lines in L2 (evict_last) and lets the second pass drop them.
         first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
         second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
+        # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
+        amax_xw = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
@@ -163,7 +211,15 @@ def _norm_row(
                 tl.store(ro_row + c, xr, mask=mask, eviction_policy=first_policy)
                 x = xr.to(tl.float32)
             acc += x * x
+            if QUANT == 2:
+                xw = x
+                if HAS_WEIGHT:
+                    xw = x * (tl.load(W + c, mask=mask, other=0.0).to(tl.float32) + weight_offset)
+                amax_xw = tl.maximum(amax_xw, tl.abs(xw))
         rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+        if QUANT == 2:
+            scale = tl.maximum(tl.max(amax_xw, axis=0) * rstd / qmax, min_scale)
+            tl.store(S + row64, scale)
         # Second pass re-reads the row (from L2 unless too many rows are in flight) and writes y. Last chunk
         # first (REVERSE_PASS2): the most recently read lines are the likeliest to be in L2 still.
         src_row = ro_row if HAS_RESIDUAL else x_row
@@ -179,19 +235,20 @@ def _norm_row(
             if HAS_WEIGHT:
                 w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
                 y = y * (w + weight_offset)
+            if QUANT != 0:
+                y = tl.clamp(y / scale, -qmax, qmax)
             tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
-
 
 
 @triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
-    M, n_q, eps, weight_offset,
+    M, n_q, eps, weight_offset, S, qmax, min_scale,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -199,13 +256,14 @@ def _rms_norm_kernel(
     pid = tl.program_id(0)
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
-                  X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C,
-                  SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, EMULATE_RNE)
+                  S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
-                      weight_offset, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                      PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, EMULATE_RNE)
+                      weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
+                      HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
+                      QUANT, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -361,10 +419,12 @@ _TUNED: dict[tuple[int, int], dict] = {
 
 
 def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
-               weight_dtype: torch.dtype | None = None) -> LaunchConfig:
+               weight_dtype: torch.dtype | None = None, quant: int = 0) -> LaunchConfig:
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
-    bit set for m and the weight's dtype (see there)."""
+    bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
+    if quant and cfg.single_pass:
+        return _quant(cfg)
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
         # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
         # the 32-register cap of 8192 columns that spilled, 1.8x slower on the H200
@@ -379,6 +439,13 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
 @functools.lru_cache(maxsize=256)
 def _wide_weight(cfg: LaunchConfig) -> LaunchConfig:
     return dataclasses.replace(cfg, weight_first=False, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
+
+
+@functools.lru_cache(maxsize=256)
+def _quant(cfg: LaunchConfig) -> LaunchConfig:
+    """FP8 outputs: the weight loaded with x (the dynamic scale needs y of the whole row before any store), no
+    register cap and no lean zone (both were tuned for 16-bit outputs)."""
+    return dataclasses.replace(cfg, weight_first=True, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -498,15 +565,16 @@ def _last_piece(cfg: LaunchConfig) -> int:
 
 def kernel_constexprs(
     cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool, has_weight: bool, one_row: bool,
+    quant: int = 0,
 ) -> dict[str, object]:
     """The kernel's compile-time arguments, in signature order: (x, residual, residual_out, y, N) alignments,
-    the op's flags and the launch config."""
+    the op's flags (quant: 0 none, 1 static FP8 scale, 2 dynamic per-row FP8 scales) and the launch config."""
     xa, ra, roa, ya, na = aligns
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "BLOCK_N": cfg.block_n,
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
-            "ONE_ROW": one_row, "EMULATE_RNE": _INTERPRETED}
+            "ONE_ROW": one_row, "QUANT": quant, "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
@@ -522,16 +590,19 @@ def _launch(
     eps: float,
     weight_offset: float,
     cfg: LaunchConfig | None = None,
+    quant: int = 0,
+    scale: torch.Tensor | None = None,
 ) -> None:
+    """quant 1: y is FP8, sat(y / scale[0]); quant 2: y is FP8 and scale (m floats) receives each row's scale."""
     if m == 0:
         return
     if x.is_cuda and x.get_device() != torch.cuda.current_device():
         # Triton launches on the current device: make it x's (tensors on cuda:1 while cuda:0 is current).
         with torch.cuda.device(x.device):
             return _launch(x, x_stride, r, r_stride, ro, ro_stride, weight, y, y_stride, m, n, eps, weight_offset,
-                           cfg)
+                           cfg, quant, scale)
     if cfg is None:
-        cfg = config_for(n, x.dtype, m, r is not None, weight.dtype if weight is not None else None)
+        cfg = config_for(n, x.dtype, m, r is not None, weight.dtype if weight is not None else None, quant)
     elif cfg.single_pass and (cfg.width() < n or cfg.width() - _last_piece(cfg) > n):
         # Every piece but the last is unmasked: they must lie wholly inside the row.
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
@@ -539,28 +610,35 @@ def _launch(
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
     w = weight if weight is not None else x
+    if quant:
+        qmax = FP8_DTYPES[y.dtype]
+        s, min_scale = scale, MIN_SCALE_FACTOR / qmax
+    else:
+        s, qmax, min_scale = x, 1.0, 1.0
     fast_key = None
     if x.is_cuda and _LAUNCHER.enabled():
         # Everything the compiled kernel, the grid and the alignments depend on, cheap to build: raw sizes and
         # strides, dtypes, and which pointers are 16-byte aligned (what Triton specializes on).
-        ptrs = x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15
+        ptrs = (x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
+                s.data_ptr() & 15)
         # id(cfg): configs come from caches; the entry keeps its config alive, so the id cannot be reused.
         fast_key = (x.get_device(), id(cfg), m, n, x_stride, r_stride, ro_stride, y_stride, x.dtype, w.dtype, y.dtype,
-                    has_res, weight is not None, ptrs)
+                    has_res, weight is not None, ptrs, quant)
         hit = _LAUNCHER.cached(fast_key)
         if hit is not None:
             kernel, (grid, xa, ra, roa, ya, na, cvals, _) = hit
             _LAUNCHER.run(kernel, grid, (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y,
-                                         y_stride // ya, m, n // na, eps, weight_offset), cvals, fast_key[0])
+                                         y_stride // ya, m, n // na, eps, weight_offset, s, qmax, min_scale),
+                          cvals, fast_key[0])
             return
     xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
     grid = _grid(m, cfg, x.device)
     constexprs = kernel_constexprs(cfg, (xa, ra, roa, ya, na), has_res, weight is not None,
-                                   cfg.loop_free and grid == m)
+                                   cfg.loop_free and grid == m, quant)
     _LAUNCHER.launch(
         grid,
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
-         weight_offset),
+         weight_offset, s, qmax, min_scale),
         constexprs,
         cfg.num_warps,
         fast_key,
@@ -615,9 +693,13 @@ def rms_norm(
 
     ``out_dtype=torch.float8_e4m3fn`` (or ``float8_e5m2``) with a static per-tensor ``scale`` (float or
     1-element tensor) returns ``sat(y / scale)`` in that FP8 dtype, y computed in float32 and rounded once
-    (hidden size up to 32768; traced by torch.compile as Python, not as a custom op).
+    (any hidden size; under torch.compile an opaque custom op). ``out`` may then be a given FP8 tensor.
     """
     if out_dtype is not None and out_dtype != getattr(x, "dtype", None) or scale is not None:
+        if torch.compiler.is_compiling() and out_dtype is not None and scale is not None:
+            y = _ops.rms_norm_fp8_op(x, weight, float(eps), validate_static_scale(scale, x), float(weight_offset),
+                                     out_dtype)
+            return y if out is None else out.copy_(y)
         return _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale)
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
         y = _ops.rms_norm_op(x, weight, float(eps), float(weight_offset))
@@ -638,26 +720,34 @@ def rms_norm(
 
 
 def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -> torch.Tensor:
-    from ridgeline.kernels import rmsnorm_quant as q
-
     x = _validate_x("x", x)
     if out_dtype is None:
         raise ValueError("out_dtype: a static scale needs an FP8 out_dtype (e.g. torch.float8_e4m3fn)")
-    q.check_quant_dtype("out_dtype", out_dtype)
+    check_quant_dtype("out_dtype", out_dtype)
     if scale is None:
         raise ValueError("scale: out_dtype FP8 needs a static per-tensor scale (or use rms_norm_dynamic_quant)")
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
     weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
-    scale_t = q.validate_static_scale(scale, x)
+    scale_t = validate_static_scale(scale, x)
     if out is None:
-        out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != out_dtype or not out.is_contiguous():
-        raise ValueError(f"out: expected a contiguous {out_dtype} tensor of shape {tuple(x.shape)}")
+        out = _new_rows(x, out_dtype)
+    else:
+        require_tensor("out", out)
+        if out.shape != x.shape or out.dtype != out_dtype:
+            raise ValueError(f"out: expected a {out_dtype} tensor of shape {tuple(x.shape)}, got "
+                             f"{out.dtype} {tuple(out.shape)}")
+        require_same_device("out", out, "x", x)
     n = x.shape[-1]
     x_in, x_stride = _input_rows("x", x)
-    q.launch_fp8(x_in, x_stride, None, 0, None, weight, out, scale_t, x.numel() // n, n, eps, weight_offset,
-                 dynamic=False)
+    out_stride = _output_rows("out", out)
+    if out.data_ptr() & 15 or stride_alignment(out_stride) < stride_alignment(n):
+        # One-byte outputs widen the register layout when their rows start on 16 bytes (16 values a thread);
+        # rows of a given `out` that do not would sum in another order (other bits): write aligned, then copy.
+        out.copy_(_rms_norm_fp8_static(x, weight, eps, weight_offset, None, out_dtype, scale_t))
+        return out
+    _launch(x_in, x_stride, None, 0, None, 0, weight, out, out_stride, x.numel() // n, n, eps, weight_offset,
+            quant=QUANT_STATIC, scale=scale_t)
     return out
 
 
@@ -670,16 +760,19 @@ def rms_norm_dynamic_quant(
     weight_offset: float = 0.0,
     quant_dtype: torch.dtype = torch.float8_e4m3fn,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """RMSNorm with dynamic per-token FP8 quantization: ``(out_fp8, scales[M, 1] float32, residual_out)``.
+    """RMSNorm with dynamic per-token FP8 quantization: ``(out_fp8, scales[..., 1] float32, residual_out)``.
 
     ``scales[m] = max(|y[m]|) / fp8_max`` (never below fp8_max^-1 / 512), ``out = y / scales``: dequantize with
     ``out.float() * scales``. With ``residual``, y is the norm of ``residual_out = x + residual`` (rounded to x's
-    dtype, returned as the third output); otherwise the third output is None. Hidden size up to 32768.
+    dtype, returned as the third output); otherwise the third output is None. Any hidden size (rows wider than
+    16384 take two passes; their scale is rstd * max|x * weight|, equal to max|y| up to float32 rounding).
     """
-    from ridgeline.kernels import rmsnorm_quant as q
-
+    if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
+        out, scales, residual_out = _ops.rms_norm_dynamic_quant_op(x, weight, float(eps), residual,
+                                                                   float(weight_offset), quant_dtype)
+        return out, scales, residual_out if residual is not None else None
     x = _validate_x("x", x)
-    q.check_quant_dtype("quant_dtype", quant_dtype)
+    check_quant_dtype("quant_dtype", quant_dtype)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
     weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
@@ -698,8 +791,8 @@ def rms_norm_dynamic_quant(
         residual_out = _new_rows(x)
     out = _new_rows(x, quant_dtype)
     scales = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
-    q.launch_fp8(x_in, x_stride, r_in, r_stride, residual_out, weight, out, scales, m, n, eps, weight_offset,
-                 dynamic=True)
+    _launch(x_in, x_stride, r_in, r_stride, residual_out, n, weight, out, n, m, n, eps, weight_offset,
+            quant=QUANT_DYNAMIC, scale=scales)
     return out, scales, residual_out
 
 
