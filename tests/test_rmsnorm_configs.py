@@ -160,3 +160,28 @@ def test_a_config_whose_unmasked_pieces_run_past_the_row_is_refused():
     x, w = rand(2, 5000), rand(5000)
     with pytest.raises(ValueError, match="does not fit a row of 5000 columns"):
         run(LaunchConfig(4096, True, 4, 0, piece_b=2048, piece_c=1024), x, w)
+
+
+@pytest.mark.parametrize("n", [700, 5120, 4100, 20000])
+def test_fp8_knobs_leave_the_bits_alone(n):
+    """The FP8 epilogue's knobs (weight first or loaded once after the reduction, register cap, persistent grid,
+    two-pass grid) give the same bits and scales: the row count may choose between them."""
+    from ridgeline.kernels.rmsnorm import config_for
+
+    m = 5
+    x, r, w = rand(m, n) * 3, rand(m, n), rand(n)
+    assert config_for(n, torch.bfloat16, 8, quant=2).weight_first == config_for(n, torch.bfloat16, 8).single_pass
+    assert not config_for(n, torch.bfloat16, 100000, quant=2).weight_first  # beyond one wave: weight after
+    base = config_for(n, torch.bfloat16, m, fused=True, quant=2)
+    knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm)
+             for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)]
+    outs = []
+    for quant, scale in ((2, torch.empty(m, device=DEVICE)), (1, torch.tensor([0.01], device=DEVICE))):
+        for cfg in knobs:
+            y = torch.empty(m, n, device=DEVICE, dtype=torch.float8_e4m3fn)
+            ro = torch.empty_like(x)
+            _launch(x, n, r, n, ro, n, w, y, n, m, n, 1e-6, 0.0, cfg, quant, scale)
+            outs.append((quant, y.view(torch.uint8).clone(), scale.clone(), ro))
+    for quant, y, s, ro in outs:
+        first = next(o for o in outs if o[0] == quant)
+        assert torch.equal(y, first[1]) and torch.equal(s, first[2]) and torch.equal(ro, first[3])

@@ -172,26 +172,36 @@ def _norm_row(
         if PIECE_C > 0:
             sum_sq += _sum_sq(xc)
         rstd = tl.rsqrt(sum_sq / N + eps)
+        # With weight first the weight is in registers already; the dynamic scale also needs it before any
+        # store, so it loads it here, once, after the reduction; otherwise each piece loads it when storing.
+        W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
+        W_HELD: tl.constexpr = W_EARLY or W_LATE
+        if W_LATE:
+            wa = _load(W + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_N), N, PIECE_B == 0)
+            if PIECE_B > 0:
+                wb = _load(W + B_OFF + tl.arange(0, PIECE_B), B_OFF + tl.arange(0, PIECE_B), N, PIECE_C == 0)
+            if PIECE_C > 0:
+                wc = _load(W + C_OFF + tl.arange(0, PIECE_C), C_OFF + tl.arange(0, PIECE_C), N, True)
         if QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
             amax = _abs_max(_y_piece(W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
-                                     W_EARLY))
+                                     W_HELD))
             if PIECE_B > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B,
-                                                          PIECE_C == 0, HAS_WEIGHT, W_EARLY)))
+                                                          PIECE_C == 0, HAS_WEIGHT, W_HELD)))
             if PIECE_C > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True,
-                                                          HAS_WEIGHT, W_EARLY)))
+                                                          HAS_WEIGHT, W_HELD)))
             scale = tl.maximum(amax / qmax, min_scale)
             tl.store(S + row64, scale)
         # (The compiler reuses y computed for the max: the same expression of the same values.)
         _store_piece(y_row, W, xa, wa, rstd, weight_offset, scale, qmax, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
-                     W_EARLY, QUANT, EMULATE_RNE)
+                     W_HELD, QUANT, EMULATE_RNE)
         if PIECE_B > 0:
             _store_piece(y_row, W, xb, wb, rstd, weight_offset, scale, qmax, B_OFF, N, PIECE_B, PIECE_C == 0,
-                         HAS_WEIGHT, W_EARLY, QUANT, EMULATE_RNE)
+                         HAS_WEIGHT, W_HELD, QUANT, EMULATE_RNE)
         if PIECE_C > 0:
             _store_piece(y_row, W, xc, wc, rstd, weight_offset, scale, qmax, C_OFF, N, PIECE_C, True, HAS_WEIGHT,
-                         W_EARLY, QUANT, EMULATE_RNE)
+                         W_HELD, QUANT, EMULATE_RNE)
     else:
         # Rows too wide for registers: sum of squares over chunks, then a second pass re-reads the row.
         # L2_HINTS keeps the first pass's lines in L2 (evict_last) and lets the second pass drop them.
@@ -424,7 +434,7 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
     if quant:
-        return _quant(cfg)
+        return _quant(cfg, m <= _sm_count_hint())
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
         # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
         # the 32-register cap of 8192 columns that spilled, 1.8x slower on the H200
@@ -442,14 +452,16 @@ def _wide_weight(cfg: LaunchConfig) -> LaunchConfig:
 
 
 @functools.lru_cache(maxsize=256)
-def _quant(cfg: LaunchConfig) -> LaunchConfig:
-    """FP8 outputs. One pass: the weight loaded with x (the dynamic scale needs y of the whole row before any
-    store), no register cap and no lean zone (both tuned for 16-bit outputs). Two passes: at most 64 registers
-    (the first pass also holds the weight and a running max: 92 registers, one program per SM; capped, the fused
-    op at 2048x65536 took 302 instead of 372 us on the H200, h200-explore-quant-fused-sweep.json)."""
+def _quant(cfg: LaunchConfig, one_wave: bool) -> LaunchConfig:
+    """FP8 outputs (measured on the H200: h200-explore-quant-*.json, h200-ab-fp8.json). One pass: no register cap
+    and no lean zone (both tuned for 16-bit outputs); the weight loaded with x only while the rows fit on the GPU
+    at once (one row per SM or fewer: 0.3-0.4 us saved per call), after the reduction beyond (weight first cost
+    5-10% at large M: 214 vs 203 us at 65536x4096, static). Two passes: at most 64 registers (the first pass also
+    holds the weight and a running max: 92 registers, one program per SM; capped, the fused op at 2048x65536
+    took 302 instead of 372 us)."""
     if not cfg.single_pass:
         return dataclasses.replace(cfg, max_registers=64)
-    return dataclasses.replace(cfg, weight_first=True, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
+    return dataclasses.replace(cfg, weight_first=one_wave, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
 
 
 @functools.lru_cache(maxsize=256)
