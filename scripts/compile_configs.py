@@ -13,6 +13,8 @@ decides the order of the sum, so the bits: batch invariance and `fused.out == rm
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -59,27 +61,42 @@ def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
     return tuple((size, re.search(r"sizePerThread = \[(\d+)\]", layouts[name]).group(1)) for size, name in reduced)
 
 
-def check_layouts(n: int) -> list[str]:
-    """Where the row's sum is laid out otherwise than for the plain op on contiguous, aligned rows."""
-    problems = []
-    for has_weight in (True, False):
+def _layouts_job(job: tuple) -> tuple:
+    n, cfg, fused, aligned, strides, has_weight, quant = job
+    return reduction_layouts(launch_for(n, cfg, fused, aligned=aligned, strides=strides, has_weight=has_weight,
+                                        quant=quant))
+
+
+def check_layouts(ns: list[int]) -> list[str]:
+    """Where the row's sum is laid out otherwise than for the same op on contiguous, aligned rows (the plain op's
+    layout for the fused one). Compiles in parallel, one process per CPU (hundreds of kernels, no cache)."""
+    jobs: dict[tuple, tuple] = {}  # (n, has_weight, op, x_aligned, stride) -> compile job; stride 0: reference
+    for n in ns:
         plain, fused = launch_config(n, torch.bfloat16), launch_config(n, torch.bfloat16, True)
-        ref = reduction_layouts(launch_for(n, plain, False, has_weight=has_weight))
         # FP8 outputs (16 one-byte values per 16-byte store) get their own layout (on sm_90: 16 elements per
-        # thread where the 16-bit op has 8); it too must be the same for any layout of the input rows.
-        quant_cfg = config_for(n, torch.bfloat16, 1, quant=2)
-        quant_ref = reduction_layouts(launch_for(n, quant_cfg, False, has_weight=has_weight, quant=2))
-        for x_aligned in (True, False):
-            for stride in sorted({n, n + 1, n + 4, n + 8, 2 * n}):
-                al = (x_aligned, x_aligned, True, True, True)
-                st = (stride, stride, n, n)
-                for op, cfg, is_fused, quant, want in (("plain", plain, False, 0, ref), ("fused", fused, True, 0, ref),
-                                                       ("fused FP8", quant_cfg, True, 2, quant_ref)):
-                    got = reduction_layouts(launch_for(n, cfg, is_fused, aligned=al, strides=st,
-                                                       has_weight=has_weight, quant=quant))
-                    if got != want:
-                        problems.append(f"N={n} {op} weight={has_weight} x aligned={x_aligned} stride={stride}: "
-                                        f"{got} != {want}")
+        # thread where the 16-bit op has 8); it too must be the same for any layout of the input rows, with the
+        # weight loaded first (few rows) or after the reduction (many).
+        ops = {"plain": (plain, False, 0), "fused": (fused, True, 0),
+               "fused FP8 w-first": (config_for(n, torch.bfloat16, 1, quant=2), True, 2),
+               "fused FP8 w-late": (config_for(n, torch.bfloat16, 1 << 20, quant=2), True, 2)}
+        for has_weight in (True, False):
+            for op, (cfg, is_fused, quant) in ops.items():
+                if op != "fused":  # the fused op must match the plain op's reference
+                    jobs[(n, has_weight, op, True, 0)] = (n, cfg, False, (True,) * 5, None, has_weight, quant)
+                for x_aligned in (True, False):
+                    for stride in sorted({n, n + 1, n + 4, n + 8, 2 * n}):
+                        al = (x_aligned, x_aligned, True, True, True)
+                        jobs[(n, has_weight, op, x_aligned, stride)] = (n, cfg, is_fused, al, (stride, stride, n, n),
+                                                                        has_weight, quant)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        layouts = dict(zip(jobs, pool.map(_layouts_job, jobs.values())))
+    problems = []
+    for (n, has_weight, op, x_aligned, stride), got in layouts.items():
+        if stride == 0:
+            continue
+        want = layouts[(n, has_weight, "plain" if op == "fused" else op, True, 0)]
+        if got != want:
+            problems.append(f"N={n} {op} weight={has_weight} x aligned={x_aligned} stride={stride}: {got} != {want}")
     return problems
 
 
@@ -93,7 +110,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=4096, help="rows (config_for's row-count rules)")
     args = ap.parse_args()
     if args.check_layouts:
-        problems = [p for n in args.n for p in check_layouts(n)]
+        problems = check_layouts(args.n)
         print("\n".join(problems) or f"same reduction layout everywhere for N = {args.n}")
         raise SystemExit(1 if problems else 0)
     with tempfile.TemporaryDirectory() as tmp:
