@@ -17,7 +17,9 @@ def tables(path: str) -> str:
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for m in d["measurements"]:
         rows[(m["regime"], tuple(m["shape"]))][m["impl"]] = m
-    peers = sorted({m["impl"] for m in d["measurements"] if m.get("source") == "peer"})
+    # Every peer the run asked for: one that failed its check at every shape still gets its column ("wrong").
+    peers = sorted({m["impl"] for m in d["measurements"] if m.get("source") == "peer"}
+                   | {i for i in d["settings"].get("impls", []) if i != "ridgeline"})
     out = [f"Record: `{path}` (run {d['run_id']}, {d['env']['gpu']}, copy bandwidth C = {copy:.0f} GB/s, "
            f"floors {d['device']['floors_us']})", ""]
     for regime in sorted({k[0] for k in rows}):
@@ -42,7 +44,7 @@ def tables(path: str) -> str:
             gbps = ours.get("gbps") or 0.0
             out.append(f"| {'x'.join(map(str, shape))} | {ours['bytes'] / 1e6:.1f} | {ours['median_us']:.2f} | "
                        f"{gbps:.0f} | {100 * gbps / copy:.0f}% | {100 * (ours.get('pct_of_sol') or 0):.0f}% | "
-                       + " | ".join(cells) + f" | {sp:.2f}x |")
+                       + " | ".join(cells) + (f" | {sp:.2f}x |" if best else " | — |"))
         good = [s for s in speedups if s == s]
         if good:
             geo = math.exp(sum(map(math.log, good)) / len(good))
