@@ -3,7 +3,8 @@ epilogue (and its weight-first / register-cap knobs), static, dynamic and fused 
 
 The old kernel is not in the tree any more; extract it first (the GPU machine has no git):
     git show 2ac2bdf:src/ridgeline/kernels/rmsnorm_quant.py > scripts/_ab_old_fp8_kernel.py
-then: python scripts/ab_fp8_kernels.py OUT.json   (record: docs/results/h200-ab-fp8.json)
+then: python scripts/ab_fp8_kernels.py OUT.json   (record: docs/results/h200-ab-fp8.json, run as
+scripts/_ab_fp8.py at commit cd07e99, where "new-nowf" still loaded the weight twice for dynamic scales)
 """
 import dataclasses
 import functools
@@ -40,10 +41,10 @@ for m, n in shapes:
             sets.append((x, r, ro, w, q, s))
         base = config_for(n, torch.bfloat16, m, fused, quant=quant)
         variants = {"new": base}
-        if base.single_pass:
-            variants["new-regs32"] = dataclasses.replace(base, max_registers=32)
-            variants["new-nowf"] = dataclasses.replace(base, weight_first=False)
-            variants["new-nowf-regs32"] = dataclasses.replace(base, weight_first=False, max_registers=32)
+        if base.single_pass:  # the names of the record (h200-ab-fp8.json, commit cd07e99): "new" was weight first
+            variants = {name: dataclasses.replace(base, weight_first=wf, max_registers=regs)
+                        for name, wf, regs in (("new", True, 0), ("new-regs32", True, 32), ("new-nowf", False, 0),
+                                               ("new-nowf-regs32", False, 32))}
         calls = {}
         for name, cfg in variants.items():
             calls[name] = [functools.partial(_launch, x, n, r, n, ro, n, w, q, n, m, n, 1e-6, 0.0, cfg, quant, s)

@@ -5,9 +5,10 @@ Usage: python scripts/compile_configs.py [N ...] [--fused] [--all] [--quant 1|2]
 Without --all only the config `config_for` picks (for M rows) is compiled; with it, every candidate the explore
 script times. --quant compiles the FP8 epilogue (1 static scale, 2 dynamic per-row scales).
 Prints one line per config: what `docs/perf/rmsnorm.md` quotes for registers, spills and vector widths.
---check-layouts compiles the plain op on contiguous rows and the plain, fused and dynamic FP8 ops on rows of
-other strides and pointer alignments, and exits 1 if the register layout of the row's sum differs anywhere (it
-decides the order of the sum, so the bits: batch invariance and `fused.out == rms_norm(residual_out)` depend on it).
+--check-layouts compiles each op (plain, fused, static and dynamic FP8; bf16 rows, bf16 or fp32 weight, with and
+without a weight) with every config `config_for` may pick for it, on rows of other strides and pointer alignments,
+and exits 1 if the register layout of a row's sum differs from the op's reference anywhere (it decides the order
+of the sum, so the bits: batch invariance and `fused.out == rms_norm(residual_out)` depend on it).
 """
 
 from __future__ import annotations
@@ -28,19 +29,20 @@ from ridgeline.kernels.rmsnorm import (
     candidate_configs,
     config_for,
     kernel_constexprs,
-    launch_config,
     row_alignments,
 )
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,
                aligned: tuple[bool, ...] = (True,) * 5, strides: tuple[int, ...] | None = None,
-               has_weight: bool = True, quant: int = 0) -> TritonLaunch:
+               has_weight: bool = True, quant: int = 0, weight_dtype: torch.dtype | None = None) -> TritonLaunch:
     """The launch `_launch` makes: tensors (x, residual, residual_out, weight, y) 16-byte aligned or not, row
     strides (x, residual, residual_out, y; default n), alignments capped at N's as `_launch` does."""
     xs, rs, ros, ys = strides or (n,) * 4
     xa, ra, roa, ya, na = row_alignments(n, (xs, rs, ros, ys))
     x, r, ro, w, y = (TensorArg(dtype, a) for a in aligned)
+    if weight_dtype is not None:
+        w = TensorArg(weight_dtype, aligned[3])
     if quant:
         y = TensorArg(torch.float8_e4m3fn, aligned[4])
     args = {
@@ -62,41 +64,60 @@ def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
 
 
 def _layouts_job(job: tuple) -> tuple:
-    n, cfg, fused, aligned, strides, has_weight, quant = job
+    n, cfg, fused, aligned, strides, has_weight, quant, wdtype = job
     return reduction_layouts(launch_for(n, cfg, fused, aligned=aligned, strides=strides, has_weight=has_weight,
-                                        quant=quant))
+                                        quant=quant, weight_dtype=wdtype))
+
+
+def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
+    """name -> (reference launch, launches that must lay the row out as it does), for bf16 rows of n columns.
+    Reference: the op on contiguous, aligned rows (the plain op's for the fused one: they agree bitwise).
+    Others: every config `config_for` may pick for it (they differ in knobs chosen by row count, which must not
+    change a bit), on rows of other strides, with x and residual off 16 bytes or not. FP8 outputs (16 one-byte
+    values per 16-byte store) get their own layout (16 elements per thread where the 16-bit op has 8)."""
+    bf16, fp32 = torch.bfloat16, torch.float32
+    strides = sorted({n, n + 1, n + 4, n + 8, 2 * n})
+    few, many = 1, 1 << 20  # rows: the weight-first and the weight-late sides of the FP8 rule
+
+    def variants(cfgs: list[tuple[LaunchConfig, bool]], has_weight: bool, quant: int, wdtype) -> list[tuple]:
+        return list(dict.fromkeys((n, cfg, fused, (xa, xa, True, True, True), (st, st, n, n), has_weight, quant,
+                                   wdtype) for cfg, fused in cfgs for xa in (True, False) for st in strides))
+
+    groups = {}
+    for has_weight in (True, False):
+        plain = [(config_for(n, bf16, m), False) for m in (1, 1024, many)]
+        fused = [(config_for(n, bf16, m, True), True) for m in (1, 1024, many)]
+        ref = (n, plain[0][0], False, (True,) * 5, None, has_weight, 0, bf16)
+        groups[f"plain+fused weight={has_weight}"] = (ref, variants(plain + fused, has_weight, 0, bf16))
+        for quant, name in ((1, "static FP8"), (2, "dynamic FP8")):
+            cfgs = [(config_for(n, bf16, m, fused, quant=quant), fused) for m in (few, many) for fused in
+                    ((False, True) if quant == 2 else (False,))]
+            ref = (n, cfgs[0][0], False, (True,) * 5, None, has_weight, quant, bf16)
+            groups[f"{name} weight={has_weight}"] = (ref, variants(cfgs, has_weight, quant, bf16))
+    # An fp32 weight with bf16 rows: its own layouts (wider weight loads), as invariant.
+    plain = [(config_for(n, bf16, m, fused, weight_dtype=fp32), fused) for m in (1, many) for fused in (False, True)]
+    groups["plain+fused fp32 weight"] = ((n, plain[0][0], False, (True,) * 5, None, True, 0, fp32),
+                                         variants(plain, True, 0, fp32))
+    dyn = [(config_for(n, bf16, m, True, weight_dtype=fp32, quant=2), True) for m in (few, many)]
+    groups["dynamic FP8 fp32 weight"] = ((n, dyn[0][0], False, (True,) * 5, None, True, 2, fp32),
+                                         variants(dyn, True, 2, fp32))
+    return groups
 
 
 def check_layouts(ns: list[int]) -> list[str]:
-    """Where the row's sum is laid out otherwise than for the same op on contiguous, aligned rows (the plain op's
-    layout for the fused one). Compiles in parallel, one process per CPU (hundreds of kernels, no cache)."""
-    jobs: dict[tuple, tuple] = {}  # (n, has_weight, op, x_aligned, stride) -> compile job; stride 0: reference
-    for n in ns:
-        plain, fused = launch_config(n, torch.bfloat16), launch_config(n, torch.bfloat16, True)
-        # FP8 outputs (16 one-byte values per 16-byte store) get their own layout (on sm_90: 16 elements per
-        # thread where the 16-bit op has 8); it too must be the same for any layout of the input rows, with the
-        # weight loaded first (few rows) or after the reduction (many).
-        ops = {"plain": (plain, False, 0), "fused": (fused, True, 0),
-               "fused FP8 w-first": (config_for(n, torch.bfloat16, 1, quant=2), True, 2),
-               "fused FP8 w-late": (config_for(n, torch.bfloat16, 1 << 20, quant=2), True, 2)}
-        for has_weight in (True, False):
-            for op, (cfg, is_fused, quant) in ops.items():
-                if op != "fused":  # the fused op must match the plain op's reference
-                    jobs[(n, has_weight, op, True, 0)] = (n, cfg, False, (True,) * 5, None, has_weight, quant)
-                for x_aligned in (True, False):
-                    for stride in sorted({n, n + 1, n + 4, n + 8, 2 * n}):
-                        al = (x_aligned, x_aligned, True, True, True)
-                        jobs[(n, has_weight, op, x_aligned, stride)] = (n, cfg, is_fused, al, (stride, stride, n, n),
-                                                                        has_weight, quant)
+    """Where a row's sum is laid out otherwise than its group's reference (`layout_groups`). Compiles in parallel,
+    one process per CPU (about a thousand kernels; Triton's cache makes reruns quick)."""
+    groups = {(n, name): g for n in ns for name, g in layout_groups(n).items()}
+    jobs = sorted({job for ref, others in groups.values() for job in (ref, *others)}, key=repr)
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        layouts = dict(zip(jobs, pool.map(_layouts_job, jobs.values())))
+        layouts = dict(zip(jobs, pool.map(_layouts_job, jobs)))
     problems = []
-    for (n, has_weight, op, x_aligned, stride), got in layouts.items():
-        if stride == 0:
-            continue
-        want = layouts[(n, has_weight, "plain" if op == "fused" else op, True, 0)]
-        if got != want:
-            problems.append(f"N={n} {op} weight={has_weight} x aligned={x_aligned} stride={stride}: {got} != {want}")
+    for (n, name), (ref, others) in groups.items():
+        for job in others:
+            if layouts[job] != layouts[ref]:
+                _, cfg, fused, aligned, strides, *_ = job
+                problems.append(f"N={n} {name}: {cfg.describe()} fused={fused} x aligned={aligned[0]} "
+                                f"stride={strides[0]}: {layouts[job]} != {layouts[ref]}")
     return problems
 
 

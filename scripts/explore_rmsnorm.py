@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|cliff|tiny] [--focus] [--budget S] [--dry]
-                    [--quant]
+                    [--quant] [--wdtype bf16|fp32]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off.
@@ -27,13 +27,14 @@ from ridgeline.specs.rmsnorm import DECODE, SWEEP
 L2_BYTES = 60 * 2**20
 
 
-def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str, quant: bool = False):
+def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, device: str, quant: bool = False,
+              wdtype: torch.dtype | None = None):
     """(x, residual, y, residual_out, weight, scales) per set."""
     sets = []
     for _ in range(count):
         x = torch.randn(m, n, device=device, dtype=dtype)
         r = torch.randn(m, n, device=device, dtype=dtype) if fused else None
-        w = torch.randn(n, device=device, dtype=dtype)  # each set its own weight, as in the bench: cold in L2
+        w = torch.randn(n, device=device, dtype=wdtype or dtype)  # each set its own weight (bench: cold in L2)
         y = torch.empty(m, n, device=device, dtype=torch.float8_e4m3fn if quant else dtype)
         scales = torch.empty(m, device=device, dtype=torch.float32) if quant else None
         sets.append((x, r, y, torch.empty_like(x) if fused else None, w, scales))
@@ -62,8 +63,10 @@ def main() -> None:
     ap.add_argument("--focus", action="store_true",
                     help="only the default config with weight-first on/off and a 32-register cap on/off")
     ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
+    ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
     args = ap.parse_args()
     dtype = torch.bfloat16
+    wdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.wdtype]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
               "wide": [(2048, 65536), (512, 131072)],
@@ -73,20 +76,21 @@ def main() -> None:
     results = []
     for m, n in shapes:
         row_bytes = (3 if args.fused else 1) * 2 + (1 if args.quant else 2)
-        bytes_moved = row_bytes * m * n + 2 * n + (4 * m if args.quant else 0)
+        bytes_moved = row_bytes * m * n + wdtype.itemsize * n + (4 * m if args.quant else 0)
         count = 1 if args.regime != "graph-cold" or bytes_moved >= 4 * L2_BYTES else min(
             2048, math.ceil(3 * L2_BYTES / bytes_moved))
-        sets = make_sets(m, n, dtype, args.fused, count, device, args.quant)
+        sets = make_sets(m, n, dtype, args.fused, count, device, args.quant, wdtype)
         x0, w = sets[0][0], sets[0][4]
         base = x0.double()
         if args.fused:
             base = (x0.double() + sets[0][1].double()).to(dtype).double()
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
         quant = 2 if args.quant else 0
-        default = config_for(n, dtype, m, args.fused, quant=quant)
+        default = config_for(n, dtype, m, args.fused, weight_dtype=wdtype, quant=quant)
         cands = focus_configs(default, args.quant) if args.focus else candidate_configs(n)
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
+                   "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}

@@ -185,3 +185,24 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     for quant, y, s, ro in outs:
         first = next(o for o in outs if o[0] == quant)
         assert torch.equal(y, first[1]) and torch.equal(s, first[2]) and torch.equal(ro, first[3])
+
+
+@pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"]])
+def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
+    """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "explore_rmsnorm.py"
+    out = tmp_path / "explore.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    res = subprocess.run([sys.executable, str(script), str(out), "--shapes", "tiny", "--dry", "--focus", *flags],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = json.loads(out.read_text())
+    assert len({tuple(r["shape"]) for r in recs}) == 2 and len(recs) >= 5
+    assert not [r for r in recs if "error" in r], [r["error"] for r in recs if "error" in r]
+    assert sum(r["default"] for r in recs) == 2  # the shipped config is among those timed, per shape

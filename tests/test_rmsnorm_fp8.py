@@ -89,8 +89,16 @@ def test_fp8_bad_input():
         rms_norm_dynamic_quant(x, quant_dtype=torch.float16)
     with pytest.raises(ValueError, match="residual: expected shape"):
         rms_norm_dynamic_quant(x, residual=rand(2, 65))
-    with pytest.raises(ValueError, match="out: expected a torch.float8_e4m3fn tensor of shape"):
+    with pytest.raises(TypeError, match=r"out: expected dtype torch.float8_e4m3fn \(out_dtype\)"):
         rms_norm(x, out_dtype=E4M3, scale=0.1, out=torch.empty(2, 64, device=DEVICE, dtype=torch.float8_e5m2))
+    with pytest.raises(ValueError, match=r"out: expected shape \(2, 64\)"):
+        rms_norm(x, out_dtype=E4M3, scale=0.1, out=torch.empty(2, 63, device=DEVICE, dtype=E4M3))
+    with pytest.raises(ValueError, match="scale: expected a positive finite scale"):
+        rms_norm(x, out_dtype=E4M3, scale=float("inf"))
+    with pytest.raises(TypeError, match="scale: expected a float32, float16 or bfloat16 tensor"):
+        rms_norm(x, out_dtype=E4M3, scale=torch.ones(1, device=DEVICE, dtype=torch.int8))
+    with pytest.raises(TypeError, match="scale: expected a positive float or a one-element float tensor, got str"):
+        rms_norm(x, out_dtype=E4M3, scale="0.1")
 
 
 @pytest.mark.parametrize("n", [5120, 4100, 20000])
@@ -111,14 +119,22 @@ def test_row_layouts_pieces_and_two_passes(n):
 
 
 @pytest.mark.parametrize("offset, width", [(0, 320), (16, 336), (10, 320), (0, 303)])
-def test_static_out_may_be_strided_rows(offset, width):
+def test_static_out_may_be_strided_rows(offset, width, monkeypatch):
     # Aligned rows are written in place; rows off 16 bytes (offset 10, stride 303) through an aligned buffer:
     # the same bits either way.
     x, w = rand(5, 300), rand(300)
     buf = torch.full((5, width), 7.0, device=DEVICE).to(E4M3)
     out = buf[:, offset:offset + 300]
+    from ridgeline.kernels import rmsnorm as k
+
+    written = []
+    real_launch = k._launch
+    monkeypatch.setattr(k, "_launch", lambda *a, **kw: (written.append(a[7].data_ptr()), real_launch(*a, **kw)))
     got = rms_norm(x, w, out_dtype=E4M3, scale=0.02, out=out)
     assert got is out
+    # Rows off 16 bytes go through an aligned buffer (the kernel never writes them in place).
+    assert (written == [out.data_ptr()]) == (offset % 16 == 0 and width % 16 == 0), (written, out.data_ptr())
+    monkeypatch.undo()
     assert torch.equal(out.view(torch.uint8), rms_norm(x, w, out_dtype=E4M3, scale=0.02).view(torch.uint8))
     assert (buf[:, :offset].float() == 7).all() and (buf[:, offset + 300:].float() == 7).all(), "wrote outside"
 
@@ -154,4 +170,16 @@ def test_fp8_ops_trace_under_fullgraph_compile():
     assert got[5] is None and exp[5] is None
     for g, e in zip(got[:5] + got[6:], exp[:5] + exp[6:]):
         assert g.dtype == e.dtype and torch.equal(g.view(torch.uint8), e.view(torch.uint8))
+
+    def into(x, out):
+        return rms_norm(x, w, out_dtype=E4M3, scale=scale, out=out)
+
+    out = torch.empty(6, 300, device=DEVICE, dtype=E4M3)
+    torch.compile(into, fullgraph=True, backend="aot_eager")(x, out)
+    assert torch.equal(out.view(torch.uint8), exp[6].view(torch.uint8))
+    torch._dynamo.reset()
+    # A wrong out is refused under compile too, naming the argument.
+    with pytest.raises(Exception, match=r"out: expected dtype torch.float8_e4m3fn"):
+        torch.compile(into, fullgraph=True, backend="aot_eager")(x, torch.empty(6, 300, device=DEVICE,
+                                                                                dtype=torch.float8_e5m2))
     torch._dynamo.reset()

@@ -712,12 +712,17 @@ def rms_norm(
     (any hidden size; under torch.compile an opaque custom op). ``out`` may then be a given FP8 tensor.
     """
     if out_dtype is not None and out_dtype != getattr(x, "dtype", None) or scale is not None:
-        if torch.compiler.is_compiling() and out_dtype is not None and scale is not None:
-            y = _ops.rms_norm_fp8_op(x, weight, float(eps), validate_static_scale(scale, x), float(weight_offset),
-                                     out_dtype)
+        if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
+            _check_fp8_request(out_dtype, scale)
+            scale_t = validate_static_scale(scale, x)
+            if out is not None:
+                _validate_fp8_out(out, x, out_dtype)
+            y = _ops.rms_norm_fp8_op(x, weight, float(eps), scale_t, float(weight_offset), out_dtype)
             return y if out is None else out.copy_(y)
         return _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale)
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
+        if out is not None:
+            _validate_out("out", out, x)
         y = _ops.rms_norm_op(x, weight, float(eps), float(weight_offset))
         return y if out is None else out.copy_(y)
     x = _validate_x("x", x)
@@ -735,13 +740,26 @@ def rms_norm(
     return out
 
 
-def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -> torch.Tensor:
-    x = _validate_x("x", x)
+def _check_fp8_request(out_dtype: object, scale: object) -> None:
     if out_dtype is None:
         raise ValueError("out_dtype: a static scale needs an FP8 out_dtype (e.g. torch.float8_e4m3fn)")
     check_quant_dtype("out_dtype", out_dtype)
     if scale is None:
         raise ValueError("scale: out_dtype FP8 needs a static per-tensor scale (or use rms_norm_dynamic_quant)")
+
+
+def _validate_fp8_out(out: object, x: torch.Tensor, out_dtype: torch.dtype) -> None:
+    out = require_tensor("out", out)
+    if out.shape != x.shape:
+        raise ValueError(f"out: expected shape {tuple(x.shape)} (same as x), got {tuple(out.shape)}")
+    if out.dtype != out_dtype:
+        raise TypeError(f"out: expected dtype {out_dtype} (out_dtype), got {out.dtype}")
+    require_same_device("out", out, "x", x)
+
+
+def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -> torch.Tensor:
+    x = _validate_x("x", x)
+    _check_fp8_request(out_dtype, scale)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
     weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
@@ -749,11 +767,7 @@ def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -
     if out is None:
         out = _new_rows(x, out_dtype)
     else:
-        require_tensor("out", out)
-        if out.shape != x.shape or out.dtype != out_dtype:
-            raise ValueError(f"out: expected a {out_dtype} tensor of shape {tuple(x.shape)}, got "
-                             f"{out.dtype} {tuple(out.shape)}")
-        require_same_device("out", out, "x", x)
+        _validate_fp8_out(out, x, out_dtype)
     n = x.shape[-1]
     x_in, x_stride = _input_rows("x", x)
     out_stride = _output_rows("out", out)
