@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import os
 import re
 import tempfile
@@ -59,7 +60,8 @@ def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
     """(size, elements per thread) of every float32 tensor the compiled kernel reduces, in order."""
     ttgir = aot_compile(launch).asm["ttgir"]
     layouts = dict(re.findall(r"(#blocked\d*) = (#ttg\.blocked<\{[^}]*\}>)", ttgir))
-    reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> f32", ttgir)
+    # Reductions of one tensor (`...>) -> f32`) or several at once (`...>) -> (f32, f32)`: joint_max).
+    reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> \(?f32", ttgir)
     return tuple((size, re.search(r"sizePerThread = \[(\d+)\]", layouts[name]).group(1)) for size, name in reduced)
 
 
@@ -94,6 +96,12 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
                     ((False, True) if quant == 2 else (False,))]
             ref = (n, cfgs[0][0], False, (True,) * 5, None, has_weight, quant, bf16)
             groups[f"{name} weight={has_weight}"] = (ref, variants(cfgs, has_weight, quant, bf16))
+        # joint_max (an arithmetic choice per N, not shipped yet): its own order, as invariant.
+        joint = [(dataclasses.replace(config_for(n, bf16, m, fused, quant=2), joint_max=True), fused)
+                 for m in (few, many) for fused in (False, True)]
+        joint = [(dataclasses.replace(cfg, weight_first=True), fused) for cfg, fused in joint]
+        groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
+            (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
     # An fp32 weight with bf16 rows: its own layouts (wider weight loads), as invariant.
     plain = [(config_for(n, bf16, m, fused, weight_dtype=fp32), fused) for m in (1, many) for fused in (False, True)]
     groups["plain+fused fp32 weight"] = ((n, plain[0][0], False, (True,) * 5, None, True, 0, fp32),

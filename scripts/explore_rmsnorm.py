@@ -42,10 +42,15 @@ def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, devic
 
 
 def focus_configs(default, quant: bool) -> list:
-    """The default with weight-first on/off and a register cap on/off (wide FP8 rows: grid and a 64 cap)."""
+    """The default with weight-first on/off and a register cap on/off (wide FP8 rows: grid and a 64 cap); FP8
+    rows in one pass also with the row's max reduced together with its sum (joint_max), uncapped and at 40."""
     if default.single_pass:
-        return [dataclasses.replace(default, weight_first=wf, max_registers=regs)
-                for wf in (False, True) for regs in (0, 32)]
+        out = [dataclasses.replace(default, weight_first=wf, max_registers=regs)
+               for wf in (False, True) for regs in (0, 32)]
+        if quant:
+            out += [dataclasses.replace(default, weight_first=True, joint_max=True, max_registers=regs)
+                    for regs in (0, 40)]
+        return out
     if quant:
         return [dataclasses.replace(default, programs_per_sm=per_sm, max_registers=regs)
                 for per_sm in (0, 1, 2) for regs in (0, 64)]
@@ -92,6 +97,7 @@ def main() -> None:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
+                   "joint_max": cfg.joint_max,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
             try:

@@ -206,3 +206,28 @@ def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     assert len({tuple(r["shape"]) for r in recs}) == 2 and len(recs) >= 5
     assert not [r for r in recs if "error" in r], [r["error"] for r in recs if "error" in r]
     assert sum(r["default"] for r in recs) == 2  # the shipped config is among those timed, per shape
+
+
+@pytest.mark.parametrize("n", [700, 5120, 4100])
+def test_fp8_joint_max_reduction(n):
+    """joint_max (the row's max |x * w| reduced with its sum of squares; scale = rstd * max / 448) gives the
+    reference's scales and FP8 values, with and without a weight, and forces the weight first for any row count."""
+    from ridgeline.kernels.rmsnorm import config_for
+
+    m, bf16 = 6, torch.bfloat16
+    x, r, w = rand(m, n, dtype=bf16) * 3, rand(m, n, dtype=bf16), rand(n, dtype=bf16)
+    cfg = dataclasses.replace(config_for(n, torch.bfloat16, m, fused=True, quant=2), weight_first=True,
+                              joint_max=True)
+    for weight in (w, None):
+        y = torch.empty(m, n, device=DEVICE, dtype=torch.float8_e4m3fn)
+        scales, ro = torch.empty(m, device=DEVICE), torch.empty_like(x)
+        _launch(x, n, r, n, ro, n, weight, y, n, m, n, 1e-6, 0.0, cfg, 2, scales)
+        ref = ref_rms(ro, weight if weight is not None else torch.ones(n, device=DEVICE))
+        ref_scales = ref.abs().amax(-1) / 448
+        torch.testing.assert_close(scales.double(), ref_scales, rtol=1e-5, atol=0)
+        got = y.double() * scales.double()[:, None]
+        assert ((got - ref).abs() <= 2.0**-9 * ref_scales[:, None] + 0.07 * ref.abs()).all()
+    assert torch.equal(ro, (x.double() + r.double()).to(bf16))
+    joint = dataclasses.replace(launch_config(n, torch.bfloat16, True), joint_max=True)
+    import ridgeline.kernels.rmsnorm as k
+    assert k._quant(joint, False).weight_first and not k._quant(launch_config(n, torch.bfloat16), False).weight_first

@@ -94,6 +94,21 @@ def _sum_sq(x):
 
 
 @triton.jit
+def _add_and_max(s1, m1, s2, m2):
+    return s1 + s2, tl.maximum(m1, m2)
+
+
+@triton.jit
+def _sum_sq_abs_max(x, w, weight_offset, HAS_WEIGHT: tl.constexpr):
+    """(sum of x^2, max |x * (w + weight_offset)|) in one reduction: one round of shuffles and barriers."""
+    xf = x.to(tl.float32)
+    xw = xf
+    if HAS_WEIGHT:
+        xw = xf * (w.to(tl.float32) + weight_offset)
+    return tl.reduce((xf * xf, tl.abs(xw)), 0, _add_and_max)
+
+
+@triton.jit
 def _y_piece(
     W, x, w, rstd, weight_offset, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
@@ -133,12 +148,14 @@ def _norm_row(
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
     QUANT: 0 stores y in Y's dtype; 1 stores sat(y / S[0]) (static FP8 scale); 2 computes the row's scale
-    max|y| / qmax (at least min_scale), stores it to S[row] and the row as sat(y / scale) (dynamic FP8)."""
+    max|y| / qmax (at least min_scale), stores it to S[row] and the row as sat(y / scale) (dynamic FP8).
+    JOINT_MAX (dynamic, one pass, weight first): the row's max |x * w| is reduced together with its sum of squares
+    and scale = rstd * that max / qmax, as the two-pass path computes it: one block reduction instead of two."""
     cols = tl.arange(0, BLOCK_N)
     # int64 first, then times the stride: a row stride of 2^31 elements or more must not wrap in int32.
     row64 = tl.cast(row, tl.int64)
@@ -166,11 +183,24 @@ def _norm_row(
         if PIECE_C > 0:
             xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
                                  HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-        sum_sq = _sum_sq(xa)
-        if PIECE_B > 0:
-            sum_sq += _sum_sq(xb)
-        if PIECE_C > 0:
-            sum_sq += _sum_sq(xc)
+        JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
+        tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
+        if JOINT:
+            sum_sq, amax_xw = _sum_sq_abs_max(xa, wa, weight_offset, HAS_WEIGHT)
+            if PIECE_B > 0:
+                s_b, m_b = _sum_sq_abs_max(xb, wb, weight_offset, HAS_WEIGHT)
+                sum_sq += s_b
+                amax_xw = tl.maximum(amax_xw, m_b)
+            if PIECE_C > 0:
+                s_c, m_c = _sum_sq_abs_max(xc, wc, weight_offset, HAS_WEIGHT)
+                sum_sq += s_c
+                amax_xw = tl.maximum(amax_xw, m_c)
+        else:
+            sum_sq = _sum_sq(xa)
+            if PIECE_B > 0:
+                sum_sq += _sum_sq(xb)
+            if PIECE_C > 0:
+                sum_sq += _sum_sq(xc)
         rstd = tl.rsqrt(sum_sq / N + eps)
         # With weight first the weight is in registers already; the dynamic scale also needs it before any
         # store, so it loads it here, once, after the reduction; otherwise each piece loads it when storing.
@@ -182,7 +212,10 @@ def _norm_row(
                 wb = _load(W + B_OFF + tl.arange(0, PIECE_B), B_OFF + tl.arange(0, PIECE_B), N, PIECE_C == 0)
             if PIECE_C > 0:
                 wc = _load(W + C_OFF + tl.arange(0, PIECE_C), C_OFF + tl.arange(0, PIECE_C), N, True)
-        if QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
+        if JOINT:
+            scale = tl.maximum(amax_xw * rstd / qmax, min_scale)
+            tl.store(S + row64, scale)
+        elif QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
             amax = _abs_max(_y_piece(W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
                                      W_HELD))
             if PIECE_B > 0:
@@ -258,7 +291,7 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -267,13 +300,13 @@ def _rms_norm_kernel(
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, EMULATE_RNE)
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, EMULATE_RNE)
+                      QUANT, JOINT_MAX, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -304,12 +337,17 @@ class LaunchConfig:
     # capped at lean_max_registers): where the weight's registers would cost a second wave of programs.
     lean_zone: tuple[int, int] = (0, 0)
     lean_max_registers: int = 0
+    # Dynamic FP8, one pass: reduce max |x * w| with the sum of squares (one block reduction; needs the weight
+    # first, so `config_for` keeps it first for any row count). It changes the scale's rounding, so like the
+    # layout it may depend on N and dtypes only. Ignored by the other ops.
+    joint_max: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
             raise ValueError("LaunchConfig: piece_c needs piece_b")
         if (self.piece_b or self.piece_c) and not self.single_pass:
             raise ValueError("LaunchConfig: row pieces are a one-pass layout")
+
 
     def width(self) -> int:
         """Columns one pass covers: rows up to this wide fit (one pass), or the chunk width (two passes)."""
@@ -323,6 +361,8 @@ class LaunchConfig:
             grid += " w-first"
         if self.max_registers:
             grid += f" regs<={self.max_registers}"
+        if self.joint_max:
+            grid += " joint-max"
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
@@ -461,7 +501,9 @@ def _quant(cfg: LaunchConfig, one_wave: bool) -> LaunchConfig:
     took 302 instead of 372 us)."""
     if not cfg.single_pass:
         return dataclasses.replace(cfg, max_registers=64)
-    return dataclasses.replace(cfg, weight_first=one_wave, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
+    # (joint_max, an arithmetic choice, keeps the weight first for any row count.)
+    return dataclasses.replace(cfg, weight_first=one_wave or cfg.joint_max, max_registers=0, lean_zone=(0, 0),
+                               lean_max_registers=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -590,7 +632,8 @@ def kernel_constexprs(
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "BLOCK_N": cfg.block_n,
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
-            "ONE_ROW": one_row, "QUANT": quant, "EMULATE_RNE": _INTERPRETED}
+            "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
