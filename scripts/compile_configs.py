@@ -97,9 +97,9 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
             ref = (n, cfgs[0][0], False, (True,) * 5, None, has_weight, quant, bf16)
             groups[f"{name} weight={has_weight}"] = (ref, variants(cfgs, has_weight, quant, bf16))
         # joint_max (an arithmetic choice per N, not shipped yet): its own order, as invariant.
-        joint = [(dataclasses.replace(config_for(n, bf16, m, fused, quant=2), joint_max=True), fused)
-                 for m in (few, many) for fused in (False, True)]
-        joint = [(dataclasses.replace(cfg, weight_first=True), fused) for cfg, fused in joint]
+        # (It keeps the weight first for any row count: one config per op.)
+        joint = [(dataclasses.replace(config_for(n, bf16, few, fused, quant=2), joint_max=True), fused)
+                 for fused in (False, True)]
         groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
             (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
     # An fp32 weight with bf16 rows: its own layouts (wider weight loads), as invariant.

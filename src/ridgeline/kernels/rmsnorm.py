@@ -66,6 +66,13 @@ def _store(ptrs, value, c, N, MASKED: tl.constexpr):
 
 
 @triton.jit
+def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr):
+    """The weight's columns [off, off + P)."""
+    c = off + tl.arange(0, P)
+    return _load(W + c, c, N, MASKED)
+
+
+@triton.jit
 def _load_piece(
     x_row, r_row, ro_row, W, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, LOAD_W: tl.constexpr,
@@ -83,7 +90,7 @@ def _load_piece(
         _store(ro_row + c, x, c, N, MASKED)
     w = x
     if LOAD_W:
-        w = _load(W + c, c, N, MASKED)
+        w = _load_weight(W, off, N, P, MASKED)
     return x, w
 
 
@@ -114,11 +121,10 @@ def _y_piece(
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
 ):
     """y = x * rstd * (w + weight_offset) in float32 for columns [off, off + P) (masked columns: 0)."""
-    c = off + tl.arange(0, P)
     y = x.to(tl.float32) * rstd
     if HAS_WEIGHT:
         if not WEIGHT_LOADED:
-            w = _load(W + c, c, N, MASKED)
+            w = _load_weight(W, off, N, P, MASKED)
         y = y * (w.to(tl.float32) + weight_offset)
     return y
 
@@ -207,11 +213,11 @@ def _norm_row(
         W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
         W_HELD: tl.constexpr = W_EARLY or W_LATE
         if W_LATE:
-            wa = _load(W + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_N), N, PIECE_B == 0)
+            wa = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0)
             if PIECE_B > 0:
-                wb = _load(W + B_OFF + tl.arange(0, PIECE_B), B_OFF + tl.arange(0, PIECE_B), N, PIECE_C == 0)
+                wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0)
             if PIECE_C > 0:
-                wc = _load(W + C_OFF + tl.arange(0, PIECE_C), C_OFF + tl.arange(0, PIECE_C), N, True)
+                wc = _load_weight(W, C_OFF, N, PIECE_C, True)
         if JOINT:
             scale = tl.maximum(amax_xw * rstd / qmax, min_scale)
             tl.store(S + row64, scale)
@@ -679,7 +685,7 @@ def _launch(
         # Everything the compiled kernel, the grid and the alignments depend on, cheap to build: raw sizes and
         # strides, dtypes, and which pointers are 16-byte aligned (what Triton specializes on).
         ptrs = (x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
-                s.data_ptr() & 15)
+                s.data_ptr() & 15 if quant else 0)
         # id(cfg): configs come from caches; the entry keeps its config alive, so the id cannot be reused.
         fast_key = (x.get_device(), id(cfg), m, n, x_stride, r_stride, ro_stride, y_stride, x.dtype, w.dtype, y.dtype,
                     has_res, weight is not None, ptrs, quant)
