@@ -5,7 +5,8 @@ Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regi
                     [--quant] [--wdtype bf16|fp32]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
-`candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off.
+`candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
+(rows of 16K columns and more: also split across programs, chunk widths and warps, and the two-pass kernel).
 Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime. --quant times the dynamic
 FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows).
 """
@@ -21,7 +22,7 @@ import math
 import torch
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
-from ridgeline.kernels.rmsnorm import _launch, candidate_configs, config_for
+from ridgeline.kernels.rmsnorm import _launch, candidate_configs, config_for, split_candidates, two_pass_config
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
 L2_BYTES = 60 * 2**20
@@ -41,20 +42,25 @@ def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, devic
     return sets
 
 
-def focus_configs(default, quant: bool) -> list:
+def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
     """The default with weight-first on/off and a register cap on/off (wide FP8 rows: grid and a 64 cap); FP8
-    rows in one pass also with the row's max reduced together with its sum (joint_max), uncapped and at 40."""
+    rows in one pass also with the row's max reduced together with its sum (joint_max), uncapped and at 40.
+    Rows of 16K columns and more (16-bit outputs): also split across programs, and the two-pass kernel."""
+    if quant and not default.single_pass:
+        return [dataclasses.replace(default, programs_per_sm=per_sm, max_registers=regs)
+                for per_sm in (0, 1, 2) for regs in (0, 64)]
+    out = [default]
     if default.single_pass:
         out = [dataclasses.replace(default, weight_first=wf, max_registers=regs)
                for wf in (False, True) for regs in (0, 32)]
         if quant:
             out += [dataclasses.replace(default, weight_first=True, joint_max=True, max_registers=regs)
                     for regs in (0, 40)]
-        return out
-    if quant:
-        return [dataclasses.replace(default, programs_per_sm=per_sm, max_registers=regs)
-                for per_sm in (0, 1, 2) for regs in (0, 64)]
-    return [default]
+    if not quant and n >= 16384:
+        out += [c for c in split_candidates(n) if c != default]
+        if default.split:
+            out.append(two_pass_config(fused))
+    return out
 
 
 def main() -> None:
@@ -74,7 +80,7 @@ def main() -> None:
     wdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.wdtype]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
-              "wide": [(2048, 65536), (512, 131072)],
+              "wide": [(2048, 65536), (4096, 32768), (4096, 16384), (512, 131072), (1, 65536), (64, 65536)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
@@ -92,14 +98,15 @@ def main() -> None:
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
         quant = 2 if args.quant else 0
         default = config_for(n, dtype, m, args.fused, weight_dtype=wdtype, quant=quant)
-        cands = focus_configs(default, args.quant) if args.focus else candidate_configs(n)
+        cands = focus_configs(default, args.quant, args.fused, n) if args.focus else candidate_configs(n)
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
                    "joint_max": cfg.joint_max,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
-                   "programs_per_sm": cfg.programs_per_sm, "default": cfg == default, "bytes": bytes_moved}
+                   "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
+                   "bytes": bytes_moved}
             try:
                 calls = [functools.partial(_launch, s[0], n, s[1], n, s[3], n, s[4], s[2], n, m, n, 1e-6, 0.0, cfg,
                                            quant, s[5]) for s in sets]

@@ -231,3 +231,43 @@ def test_fp8_joint_max_reduction(n):
     joint = dataclasses.replace(launch_config(n, torch.bfloat16, True), joint_max=True)
     import ridgeline.kernels.rmsnorm as k
     assert k._quant(joint, False).weight_first and not k._quant(launch_config(n, torch.bfloat16), False).weight_first
+
+
+@pytest.mark.parametrize("n", [100, 515, 1024])
+def test_split_kernel_with_one_program_per_row_runs_in_the_interpreter(n):
+    """The interpreter runs programs one after another, so only split=1 makes progress there: it still runs the
+    split kernel's whole protocol (partial slots, counters, persistent loop over more rows than groups, the
+    counter reset) and its arithmetic; the exchange between programs is tested on the GPU (test_gpu_split.py)."""
+    from ridgeline.kernels.rmsnorm_split import WORKSPACE, chunk_for
+
+    m = 9
+    x = rand(m, n + 3)[:, 3:]
+    r = rand(m, n)
+    w = 1 + 0.5 * rand(n)
+    cfg = LaunchConfig(chunk_for(n, 1), False, 4, split=1)
+    y, _ = run(cfg, x, w)
+    assert_close(y, ref_rms(x, w), torch.float32)
+    out, res = run(cfg, x, w, r)
+    assert torch.equal(res, x + r)
+    assert torch.equal(out, run(cfg, res, w)[0])
+    assert torch.equal(run(cfg, x[4:5], w)[0], y[4:5])
+    for part, sync in WORKSPACE._by_stream.values():
+        assert int(sync.abs().sum()) == 0  # left at 0 for the next launch
+
+
+def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
+    from ridgeline.kernels.rmsnorm import MAX_SPLIT, config_for, two_pass_config
+
+    for n in (20000, 32768, 65536, 100001):
+        cfg = launch_config(n, torch.bfloat16)
+        assert cfg.split > 1 and cfg.width() >= n > cfg.block_n * (cfg.split - 1), cfg.describe()
+        # The interpreter (these tests) and the FP8 epilogues take the two-pass kernel.
+        assert config_for(n, torch.bfloat16, 8) == two_pass_config(False)
+        assert not config_for(n, torch.bfloat16, 8, quant=2).split
+    assert not launch_config(8192 * (MAX_SPLIT + 1), torch.bfloat16).split
+    assert not launch_config(16384, torch.bfloat16).split
+    x, w = rand(2, 100), rand(100)
+    with pytest.raises(ValueError, match="each program needs columns"):
+        run(LaunchConfig(64, False, 1, split=3), x, w)
+    with pytest.raises(ValueError, match="not a one-pass layout"):
+        LaunchConfig(64, True, 1, split=2)

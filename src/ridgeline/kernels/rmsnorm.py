@@ -43,10 +43,20 @@ from ridgeline.kernels.rmsnorm_quant import (
     check_quant_dtype,
     validate_static_scale,
 )
+from ridgeline.kernels.rmsnorm_split import (
+    WORKSPACE,
+    _rms_norm_split_kernel,
+    chunk_for,
+    resident_programs,
+    split_grid,
+)
 
-# Widest row held whole in registers; wider rows loop over chunks of this many columns, twice.
+# Widest row held whole in one program's registers; wider rows are split across programs in chunks of this many
+# columns (or, where that cannot run, loop over them twice).
 MAX_SINGLE_PASS_BLOCK = 16384
 CHUNK_BLOCK = 8192
+# Programs sharing one row at most: all of a row's programs must be resident at once (H200: 264 of 16 warps).
+MAX_SPLIT = 64
 
 
 @triton.jit
@@ -347,17 +357,24 @@ class LaunchConfig:
     # first, so `config_for` keeps it first for any row count). It changes the scale's rounding, so like the
     # layout it may depend on N and dtypes only. Ignored by the other ops.
     joint_max: bool = False
+    # Wide rows: this many programs share a row, each holding block_n columns (a chunk) in registers, and they
+    # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
+    # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
+    split: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
             raise ValueError("LaunchConfig: piece_c needs piece_b")
         if (self.piece_b or self.piece_c) and not self.single_pass:
             raise ValueError("LaunchConfig: row pieces are a one-pass layout")
+        if self.split and self.single_pass:
+            raise ValueError("LaunchConfig: a split row is not a one-pass layout")
 
 
     def width(self) -> int:
-        """Columns one pass covers: rows up to this wide fit (one pass), or the chunk width (two passes)."""
-        return self.block_n + self.piece_b + self.piece_c
+        """Columns one pass covers: rows up to this wide fit (one pass, split rows), or the chunk width (two
+        passes)."""
+        return self.block_n * max(1, self.split) + self.piece_b + self.piece_c
 
     def describe(self) -> str:
         grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
@@ -369,6 +386,9 @@ class LaunchConfig:
             grid += f" regs<={self.max_registers}"
         if self.joint_max:
             grid += " joint-max"
+        if self.split:
+            grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
+            return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}"
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
@@ -411,6 +431,7 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
                         for w_first in (False, True):
                             out.append(LaunchConfig(first, True, warps, 0, b, c, loop_free=loop_free,
                                                     weight_first=w_first))
+    out += split_candidates(n)
     unaligned = (n * 2) % 16 != 0
     orders = ((False, False), (True, False), (True, True), (False, True))
     if block > 16384:  # wide rows: two passes only
@@ -425,6 +446,20 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
     elif n >= 16384:
         for rev, hints in orders:
             out.append(LaunchConfig(8192, False, 16, 0, reverse_pass2=rev, l2_hints=hints))
+    return out
+
+
+def split_candidates(n: int) -> list[LaunchConfig]:
+    """Rows of 16K columns and more split across programs: chunk widths and warps, as many programs per SM as fit
+    or one."""
+    out = []
+    if n < 16384:
+        return out
+    for chunk, warps in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+        split = triton.cdiv(n, chunk)
+        if 2 <= split <= MAX_SPLIT:
+            for per_sm in (0, 1):
+                out.append(LaunchConfig(chunk, False, warps, per_sm, split=split))
     return out
 
 
@@ -445,9 +480,10 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     """
     block = triton.next_power_of_2(n)
     if block > MAX_SINGLE_PASS_BLOCK:
-        if fused:
-            return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
-        return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
+        split = triton.cdiv(n, CHUNK_BLOCK)
+        if split <= MAX_SPLIT:
+            return LaunchConfig(chunk_for(n, split), False, 16, split=split)
+        return two_pass_config(fused)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
     # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
@@ -460,6 +496,14 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
+
+
+def two_pass_config(fused: bool) -> LaunchConfig:
+    """Rows too wide for one program, where a split row cannot run (CPU interpreter, FP8 epilogues, rows split
+    more than MAX_SPLIT ways): two passes over 8K-column chunks, the second re-reading the row from L2."""
+    if fused:
+        return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
+    return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
 
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
@@ -479,6 +523,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
+    if cfg.split and (quant or _INTERPRETED):
+        cfg = two_pass_config(fused)
     if quant:
         return _quant(cfg, m <= _sm_count_hint())
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
@@ -671,10 +717,18 @@ def _launch(
     elif cfg.single_pass and (cfg.width() < n or cfg.width() - _last_piece(cfg) > n):
         # Every piece but the last is unmasked: they must lie wholly inside the row.
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
+    elif cfg.split and (cfg.width() < n or cfg.block_n * (cfg.split - 1) >= n):
+        raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns (each program needs columns)")
     has_res = r is not None
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
     w = weight if weight is not None else x
+    if cfg.split:
+        if quant:
+            raise ValueError(f"cfg: {cfg.describe()}: a split row has no FP8 epilogue")
+        _launch_split(x, x_stride, r, r_stride, ro, ro_stride, w, y, y_stride, m, n, eps, weight_offset, cfg,
+                      has_res, weight is not None)
+        return
     if quant:
         qmax = FP8_DTYPES[y.dtype]
         s, min_scale = scale, MIN_SCALE_FACTOR / qmax
@@ -710,6 +764,52 @@ def _launch(
         (grid, xa, ra, roa, ya, na, tuple(constexprs.values()), cfg),
         {"maxnreg": cfg.max_registers} if cfg.max_registers else None,
     )
+
+
+_SPLIT_LAUNCHER = CachedLauncher(_rms_norm_split_kernel)
+# (device, compile key) -> programs of the split kernel that fit on one SM, from its compiled registers.
+_SPLIT_RESIDENT: dict[tuple, int] = {}
+
+
+def _launch_split(
+    x: torch.Tensor, x_stride: int, r: torch.Tensor, r_stride: int, ro: torch.Tensor, ro_stride: int,
+    w: torch.Tensor, y: torch.Tensor, y_stride: int, m: int, n: int, eps: float, weight_offset: float,
+    cfg: LaunchConfig, has_res: bool, has_weight: bool,
+) -> None:
+    """A row split across cfg.split programs (kernels/rmsnorm_split.py): a persistent, cooperative grid of as many
+    groups of them as are resident at once (all of a group's programs must run together)."""
+    xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
+    constexprs = {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
+                  "HAS_RESIDUAL": has_res, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
+                  "MASKED": cfg.width() != n, "EMULATE_RNE": _INTERPRETED}
+    def args_for(part: torch.Tensor, sync: torch.Tensor, groups: int) -> tuple:
+        return (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
+                weight_offset, part, sync, groups)
+
+    if _INTERPRETED:  # programs run one after another: only split=1 can make progress (tests use it)
+        groups = min(m, 4)
+        part, sync = WORKSPACE.get(x.device, groups, cfg.split)
+        _rms_norm_split_kernel[(groups * cfg.split,)](*args_for(part, sync, groups), **constexprs,
+                                                     num_warps=cfg.num_warps)
+        return
+    options = {"launch_cooperative_grid": True}
+    key = (x.get_device(), *constexprs.values(), cfg.num_warps, x.dtype, w.dtype, y.dtype,
+           x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15)
+    resident = _SPLIT_RESIDENT.get(key)
+    if resident is None:
+        part, sync = WORKSPACE.get(x.device, 1, cfg.split)
+        compiled = _rms_norm_split_kernel.warmup(*args_for(part, sync, 1), grid=(1,), **constexprs,
+                                                 num_warps=cfg.num_warps, **options)
+        resident = resident_programs(x.device, compiled.n_regs, compiled.metadata.shared, cfg.num_warps)
+        _SPLIT_RESIDENT[key] = resident
+    per_sm = min(resident, cfg.programs_per_sm) if cfg.programs_per_sm else resident
+    sms = multiprocessor_count(x.device)
+    if cfg.split > sms * per_sm:
+        raise ValueError(f"cfg: {cfg.describe()}: {cfg.split} programs per row cannot be resident at once "
+                         f"({sms * per_sm} fit)")
+    groups, grid = split_grid(m, cfg.split, per_sm, sms)
+    part, sync = WORKSPACE.get(x.device, groups, cfg.split)
+    _SPLIT_LAUNCHER.launch(grid, args_for(part, sync, groups), constexprs, cfg.num_warps, options=options)
 
 
 def _new_rows(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -1,0 +1,162 @@
+"""Wide rows split across programs: each program holds one chunk of the row in registers, and the programs of a
+row exchange their partial sums of squares through global memory, so every byte is read once.
+
+A row of 65536 bf16 columns (128 KB) does not fit one program's registers. The two-pass kernel re-reads it from
+L2, and with hundreds of rows in flight part of that re-read misses (0.71 of the speed of light at 2048x65536 on
+the H200). Here SPLIT programs share a row; each keeps its chunk of x and of the weight in registers, publishes
+its chunk's sum of squares, waits until the row's SPLIT partials are in, sums them in a fixed order and writes its
+chunk of y.
+
+The grid is persistent: `groups` groups of SPLIT programs, group g handling rows g, g + groups, ... Programs of a
+group wait on each other, so all must be resident at once: the launch is cooperative (the driver refuses a grid
+that cannot be co-resident instead of letting it hang), sized from the compiled kernel's occupancy.
+
+Synchronization, per group: a counter `sync` (int32, zero between launches) and two slots of SPLIT partial sums,
+used by alternate rows. A program stores its partial, then adds 1 to the counter (release); row k (k-th of the
+group) is complete when the counter reaches (k + 1) * SPLIT (acquire). A slot is rewritten two rows later, by
+which time every program of the group has passed the barrier in between, so has read it. After its last row each
+program adds 1 more; the one that brings the counter to its final value resets it to 0 for the next launch.
+
+The arithmetic depends on N, the dtype, CHUNK, SPLIT and the warps only (never on M or the grid): batch
+invariant, and the fused op's out equals the plain op on residual_out bitwise. The CPU interpreter runs programs
+one after another, so it cannot run this kernel (a program would wait forever for the next); rmsnorm.py takes
+the two-pass kernel there.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ridgeline.kernels._rounding import to_storage
+
+
+@triton.jit
+def _rms_norm_split_kernel(
+    X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
+    M, n_q, eps, weight_offset, PART, SYNC, groups,
+    X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
+    N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    CHUNK: tl.constexpr, SPLIT: tl.constexpr, MASKED: tl.constexpr, EMULATE_RNE: tl.constexpr,
+):
+    N = n_q * N_ALIGN
+    pid = tl.program_id(0)
+    group = pid // SPLIT
+    part = pid % SPLIT
+    c = part * CHUNK + tl.arange(0, CHUNK)
+    mask = c < N
+    # The weight's chunk is the same for every row this program handles: loaded once, kept in registers.
+    w = tl.zeros([CHUNK], dtype=tl.float32)
+    if HAS_WEIGHT:
+        if MASKED:
+            w = tl.load(W + c, mask=mask, other=0.0)
+        else:
+            w = tl.load(W + c)
+    sync = SYNC + group
+    slots = PART + group * (2 * SPLIT)
+    k = 0
+    for row in range(group, M, groups):
+        row64 = tl.cast(row, tl.int64)
+        x_row = X + row64 * x_stride_q * X_ALIGN
+        if MASKED:
+            x = tl.load(x_row + c, mask=mask, other=0.0)
+        else:
+            x = tl.load(x_row + c)
+        if HAS_RESIDUAL:
+            r_row = R + row64 * r_stride_q * R_ALIGN
+            ro_row = RO + row64 * ro_stride_q * RO_ALIGN
+            if MASKED:
+                r = tl.load(r_row + c, mask=mask, other=0.0)
+            else:
+                r = tl.load(r_row + c)
+            x = to_storage(x.to(tl.float32) + r.to(tl.float32), RO.dtype.element_ty, EMULATE_RNE)
+            if MASKED:
+                tl.store(ro_row + c, x, mask=mask)
+            else:
+                tl.store(ro_row + c, x)
+        xf = x.to(tl.float32)
+        slot = slots + (k % 2) * SPLIT
+        # Publish the partial, then arrive: the release orders the partial's store before the count. (Scalar
+        # stores and atomics are issued by one thread of the program; the reduction's barrier precedes them.)
+        tl.store(slot + part, tl.sum(xf * xf, axis=0))
+        tl.atomic_add(sync, 1, sem="release")
+        target = (k + 1) * SPLIT
+        arrived = tl.atomic_add(sync, 0, sem="acquire")
+        while arrived < target:
+            arrived = tl.atomic_add(sync, 0, sem="acquire")
+        # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
+        partials = tl.load(slot + tl.arange(0, SPLIT), cache_modifier=".cg")
+        rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)
+        y = xf * rstd
+        if HAS_WEIGHT:
+            y = y * (w.to(tl.float32) + weight_offset)
+        y_row = Y + row64 * y_stride_q * Y_ALIGN
+        if MASKED:
+            tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
+        else:
+            tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE))
+        k += 1
+    # Leave the counter at 0 for the next launch: the last program of the group to get here resets it (every
+    # program has passed the group's last barrier by then, so none reads it again).
+    final = (k + 1) * SPLIT
+    if tl.atomic_add(sync, 1, sem="acq_rel") == final - 1:
+        tl.atomic_xchg(sync, 0, sem="relaxed")
+
+
+class SplitWorkspace:
+    """Per (device, stream) counters and partial-sum slots, zeroed once; kernels leave the counters at 0.
+
+    Keyed by stream so that launches on two streams never share counters. While a CUDA graph is being captured a
+    fresh zeroed workspace is taken for each call (its zeroing is captured too), so a graph never shares counters
+    with eager calls or with another graph."""
+
+    def __init__(self) -> None:
+        self._by_stream: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(self, device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(partials float32 [groups * 2 * split], counters int32 [groups]) for launches on the current stream."""
+        if device.type != "cuda":  # the CPU interpreter (tests)
+            key = (-1, 0)
+        elif torch.cuda.is_current_stream_capturing():
+            return self._new(device, groups, split)
+        else:
+            key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+        have = self._by_stream.get(key)
+        if have is None or have[1].numel() < groups or have[0].numel() < groups * 2 * split:
+            have = self._new(device, max(groups, 1024), max(split, 16))
+            self._by_stream[key] = have
+        return have
+
+    @staticmethod
+    def _new(device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.empty(groups * 2 * split, dtype=torch.float32, device=device),
+                torch.zeros(groups, dtype=torch.int32, device=device))
+
+
+WORKSPACE = SplitWorkspace()
+
+
+def split_grid(m: int, split: int, programs_per_sm: int, sms: int) -> tuple[int, int]:
+    """(groups, programs): as many groups of `split` programs as fit resident, and no more than rows."""
+    groups = max(1, min(m, (sms * programs_per_sm) // split))
+    return groups, groups * split
+
+
+def chunk_for(n: int, split: int) -> int:
+    """Columns per program: the row's share rounded up to a power of two (masked if that overshoots)."""
+    return triton.next_power_of_2(triton.cdiv(n, split))
+
+
+def resident_programs(device: torch.device, registers: int, shared_bytes: int, num_warps: int) -> int:
+    """Programs of a compiled kernel that fit on one SM at once (registers, threads, shared memory, 32 blocks),
+    as the CUDA occupancy calculator counts them (registers allocated per warp in units of 256)."""
+    props = torch.cuda.get_device_properties(device)
+    regs_per_sm = getattr(props, "regs_per_multiprocessor", 65536)
+    threads_per_sm = getattr(props, "max_threads_per_multi_processor", 2048)
+    smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 233472)
+    regs_per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    by_regs = regs_per_sm // (regs_per_warp * num_warps)
+    by_threads = threads_per_sm // (32 * num_warps)
+    by_smem = smem_per_sm // (shared_bytes + 1024) if shared_bytes else 32
+    return max(0, min(by_regs, by_threads, by_smem, 32))

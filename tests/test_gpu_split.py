@@ -1,0 +1,110 @@
+"""Rows split across programs (kernels/rmsnorm_split.py) on the GPU: the CPU interpreter cannot run them (its
+programs run one after another), so every property of the exchange is checked here."""
+
+import pytest
+import torch
+
+from ridgeline import fused_add_rms_norm, rms_norm
+from ridgeline.kernels.rmsnorm import config_for
+from ridgeline.kernels.rmsnorm_split import WORKSPACE
+
+pytestmark = pytest.mark.gpu
+
+WIDE = [20000, 32768, 65536, 100001, 131072]
+
+
+def reference(x: torch.Tensor, w: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
+    xd = x.double()
+    y = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps)
+    return y * w.double() if w is not None else y
+
+
+def counters_are_zero() -> bool:
+    torch.cuda.synchronize()
+    return all(int(sync.abs().sum()) == 0 for _, sync in WORKSPACE._by_stream.values())
+
+
+@pytest.mark.parametrize("n", WIDE)
+def test_split_rows_match_reference_and_are_batch_invariant(n):
+    assert config_for(n, torch.bfloat16, 300).split > 1
+    x = torch.randn(300, n, device="cuda", dtype=torch.bfloat16) * 3
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = rms_norm(x, w)
+    err = (y.double() - reference(x, w)).abs()
+    assert err.max().item() < 0.05 * reference(x, w).abs().max().item()
+    for i in (0, 137, 299):  # a row's bits do not depend on the batch around it
+        assert torch.equal(rms_norm(x[i : i + 1].clone(), w), y[i : i + 1])
+    assert torch.equal(rms_norm(x, w), y)  # deterministic
+    assert counters_are_zero()
+
+
+@pytest.mark.parametrize("n", [32768, 65536, 100001])
+def test_split_fused_equals_plain_on_residual_out(n):
+    x = torch.randn(257, n, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = torch.randn(n, device="cuda", dtype=torch.float32)
+    out, res = fused_add_rms_norm(x, r, w)
+    assert torch.equal(res, x + r)
+    assert torch.equal(out, rms_norm(res, w))
+    assert counters_are_zero()
+
+
+def test_split_many_rows_per_group_and_every_batch_size():
+    n = 32768
+    x = torch.randn(5000, n, device="cuda", dtype=torch.float16)
+    y = rms_norm(x, None)
+    assert (y.double() - reference(x, None)).abs().max().item() < 5e-3 * 8
+    for m in (1, 2, 7, 131, 264, 1000):  # fewer rows than groups, and more
+        assert torch.equal(rms_norm(x[:m], None), y[:m])
+    assert counters_are_zero()
+
+
+def test_split_strided_rows_weight_offset_and_fp32():
+    n = 65536
+    buf = torch.randn(64, n + 64, device="cuda", dtype=torch.float32)
+    x = buf[:, 8 : 8 + n]
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    out = torch.full((64, n + 128), float("nan"), device="cuda")[:, :n]
+    rms_norm(x, w, weight_offset=1.0, out=out)
+    ref = reference(x, None) * (w.double() + 1.0)
+    assert (out.double() - ref).abs().max().item() < 1e-4 * ref.abs().max().item()
+    assert torch.equal(out, rms_norm(x.contiguous(), w, weight_offset=1.0))
+
+
+def test_split_under_cuda_graph_capture_and_replay():
+    n = 65536
+    x = torch.randn(512, n, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    rms_norm(x, w)
+    fused_add_rms_norm(x, r, w)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = rms_norm(x, w)
+        o, ro = fused_add_rms_norm(x, r, w)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, rms_norm(x, w))
+        assert torch.equal(o, fused_add_rms_norm(x, r, w)[0])
+    assert counters_are_zero()
+
+
+def test_split_on_two_streams_at_once():
+    n = 65536
+    xs = [torch.randn(2048, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    expect = [rms_norm(x, w) for x in xs]
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    outs = [[], []]
+    for _ in range(10):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[i].append(rms_norm(xs[i], w))
+    torch.cuda.synchronize()
+    for i in range(2):
+        assert all(torch.equal(o, expect[i]) for o in outs[i])
+    assert counters_are_zero()
