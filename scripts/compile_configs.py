@@ -27,10 +27,13 @@ from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kern
 from ridgeline.kernels.rmsnorm import (
     LaunchConfig,
     _rms_norm_kernel,
+    _rms_norm_split_kernel,
     candidate_configs,
     config_for,
     kernel_constexprs,
+    launch_config,
     row_alignments,
+    split_constexprs,
 )
 
 
@@ -46,6 +49,14 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
         w = TensorArg(weight_dtype, aligned[3])
     if quant:
         y = TensorArg(torch.float8_e4m3fn, aligned[4])
+    if cfg.split:  # rows split across programs: their own kernel
+        args = {
+            "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
+            "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
+            "PART": TensorArg(torch.float32, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
+            **split_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, n),
+        }
+        return TritonLaunch(_rms_norm_split_kernel, args, cfg.num_warps, 4096, cfg.describe())
     args = {
         "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
         "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
@@ -102,6 +113,13 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
                  for fused in (False, True)]
         groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
             (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
+    # Rows split across programs (GPU only: `config_for` takes two passes in the interpreter): the chunk's sum.
+    split = [(c, fused) for fused in (False, True) for c in (launch_config(n, bf16, fused),) if c.split]
+    for has_weight, wdtype in ((True, bf16), (False, bf16), (True, fp32)):
+        if split:
+            groups[f"split rows weight={has_weight} {wdtype}"] = (
+                (n, split[0][0], False, (True,) * 5, None, has_weight, 0, wdtype),
+                variants(split, has_weight, 0, wdtype))
     # An fp32 weight with bf16 rows: its own layouts (wider weight loads), as invariant.
     plain = [(config_for(n, bf16, m, fused, weight_dtype=fp32), fused) for m in (1, many) for fused in (False, True)]
     groups["plain+fused fp32 weight"] = ((n, plain[0][0], False, (True,) * 5, None, True, 0, fp32),

@@ -128,7 +128,7 @@ def test_row_count_rules_change_knobs_not_arithmetic():
     assert config_for(4096, torch.bfloat16, 512).weight_first
 
 
-def test_a_weight_wider_than_x_is_loaded_late_and_uncapped():
+def test_a_weight_wider_than_x_is_uncapped_and_loaded_late_beyond_decode_sizes():
     """fp32 weight, bf16 x: the capped weight-first config spilled on the H200 (1.8x slower at 8192)."""
     from ridgeline.kernels.rmsnorm import config_for
 
@@ -138,6 +138,9 @@ def test_a_weight_wider_than_x_is_loaded_late_and_uncapped():
         same = config_for(n, torch.bfloat16, 4096, weight_dtype=torch.bfloat16)
         assert (cfg.block_n, cfg.num_warps) == (same.block_n, same.num_warps)  # same arithmetic
     assert config_for(8192, torch.bfloat16, 4096, weight_dtype=torch.bfloat16).max_registers == 32
+    for n in (4096, 8192):  # decode sizes: loaded with x, still uncapped
+        cfg = config_for(n, torch.bfloat16, 1, weight_dtype=torch.float32)
+        assert cfg.weight_first and cfg.max_registers == 0
 
 
 def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
@@ -151,7 +154,8 @@ def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
 
     script = Path(__file__).resolve().parent.parent / "scripts" / "compile_configs.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "--check-layouts"],
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "20000", "65536",
+                          "--check-layouts"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
 

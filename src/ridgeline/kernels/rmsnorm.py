@@ -530,8 +530,10 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
         # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
         # the 32-register cap of 8192 columns that spilled, 1.8x slower on the H200
-        # (h200-bench-rmsnorm-wfp32.json). Load it after the reduction, uncapped.
-        return _wide_weight(cfg)
+        # (h200-bench-rmsnorm-wfp32.json). Uncapped; loaded with x up to two rows per SM (decode: 1.56 instead
+        # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
+        # after the reduction beyond.
+        return _wide_weight(cfg, m <= 2 * _sm_count_hint())
     lo, hi = cfg.lean_zone
     if hi and lo * _sm_count_hint() < m <= hi * _sm_count_hint():
         return _lean(cfg)
@@ -539,8 +541,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
 
 
 @functools.lru_cache(maxsize=256)
-def _wide_weight(cfg: LaunchConfig) -> LaunchConfig:
-    return dataclasses.replace(cfg, weight_first=False, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
+def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -766,6 +768,15 @@ def _launch(
     )
 
 
+def split_constexprs(cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool,
+                     has_weight: bool, n: int) -> dict[str, object]:
+    """The split kernel's compile-time arguments (kernels/rmsnorm_split.py), in signature order."""
+    xa, ra, roa, ya, na = aligns
+    return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
+            "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
+            "SPLIT_P2": triton.next_power_of_2(cfg.split), "MASKED": cfg.width() != n, "EMULATE_RNE": _INTERPRETED}
+
+
 _SPLIT_LAUNCHER = CachedLauncher(_rms_norm_split_kernel)
 # (device, compile key) -> programs of the split kernel that fit on one SM, from its compiled registers.
 _SPLIT_RESIDENT: dict[tuple, int] = {}
@@ -778,10 +789,9 @@ def _launch_split(
 ) -> None:
     """A row split across cfg.split programs (kernels/rmsnorm_split.py): a persistent, cooperative grid of as many
     groups of them as are resident at once (all of a group's programs must run together)."""
-    xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
-    constexprs = {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
-                  "HAS_RESIDUAL": has_res, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
-                  "MASKED": cfg.width() != n, "EMULATE_RNE": _INTERPRETED}
+    xa, ra, roa, ya, na = aligns = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
+    constexprs = split_constexprs(cfg, aligns, has_res, has_weight, n)
+
     def args_for(part: torch.Tensor, sync: torch.Tensor, groups: int) -> tuple:
         return (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
                 weight_offset, part, sync, groups)
@@ -800,7 +810,11 @@ def _launch_split(
         part, sync = WORKSPACE.get(x.device, 1, cfg.split)
         compiled = _rms_norm_split_kernel.warmup(*args_for(part, sync, 1), grid=(1,), **constexprs,
                                                  num_warps=cfg.num_warps, **options)
-        resident = resident_programs(x.device, compiled.n_regs, compiled.metadata.shared, cfg.num_warps)
+        # (Triton loads the binary, and learns its registers, on first use.)
+        getattr(compiled, "_init_handles", lambda: None)()
+        regs = getattr(compiled, "n_regs", None)
+        # Registers unknown (another Triton): one program per SM is always resident.
+        resident = resident_programs(x.device, regs, compiled.metadata.shared, cfg.num_warps) if regs else 1
         _SPLIT_RESIDENT[key] = resident
     per_sm = min(resident, cfg.programs_per_sm) if cfg.programs_per_sm else resident
     sms = multiprocessor_count(x.device)

@@ -38,7 +38,8 @@ def _rms_norm_split_kernel(
     M, n_q, eps, weight_offset, PART, SYNC, groups,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
-    CHUNK: tl.constexpr, SPLIT: tl.constexpr, MASKED: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, MASKED: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     pid = tl.program_id(0)
@@ -86,7 +87,8 @@ def _rms_norm_split_kernel(
         while arrived < target:
             arrived = tl.atomic_add(sync, 0, sem="acquire")
         # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
-        partials = tl.load(slot + tl.arange(0, SPLIT), cache_modifier=".cg")
+        p = tl.arange(0, SPLIT_P2)  # (SPLIT_P2: SPLIT rounded up to a power of two)
+        partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
         rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)
         y = xf * rstd
         if HAS_WEIGHT:
