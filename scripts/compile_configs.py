@@ -34,6 +34,7 @@ from ridgeline.kernels.rmsnorm import (
     launch_config,
     row_alignments,
     split_constexprs,
+    two_pass_twin,
 )
 
 
@@ -61,19 +62,20 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
         "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
         "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
         "S": TensorArg(torch.float32, True), "qmax": 448.0, "min_scale": 1e-5,
-        **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free, quant),
+        **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free, quant, n),
     }
     options = {"maxnreg": cfg.max_registers} if cfg.max_registers else {}
     return TritonLaunch(_rms_norm_kernel, args, cfg.num_warps, 4096, cfg.describe(), options=options)
 
 
 def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
-    """(size, elements per thread) of every float32 tensor the compiled kernel reduces, in order."""
+    """(size, register layout) of every float32 tensor the compiled kernel reduces, in order."""
     ttgir = aot_compile(launch).asm["ttgir"]
     layouts = dict(re.findall(r"(#blocked\d*) = (#ttg\.blocked<\{[^}]*\}>)", ttgir))
     # Reductions of one tensor (`...>) -> f32`) or several at once (`...>) -> (f32, f32)`: joint_max).
     reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> \(?f32", ttgir)
-    return tuple((size, re.search(r"sizePerThread = \[(\d+)\]", layouts[name]).group(1)) for size, name in reduced)
+    # The whole layout (elements a thread, threads a warp, warps), not its name: names differ between kernels.
+    return tuple((size, layouts[name]) for size, name in reduced)
 
 
 def _layouts_job(job: tuple) -> tuple:
@@ -114,7 +116,9 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
         groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
             (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
     # Rows split across programs (GPU only: `config_for` takes two passes in the interpreter): the chunk's sum.
+    # With them, their two-pass twins (same bits: the row count may choose between the two).
     split = [(c, fused) for fused in (False, True) for c in (launch_config(n, bf16, fused),) if c.split]
+    split += [(two_pass_twin(c, fused), fused) for c, fused in split]
     for has_weight, wdtype in ((True, bf16), (False, bf16), (True, fp32)):
         if split:
             groups[f"split rows weight={has_weight} {wdtype}"] = (

@@ -22,7 +22,14 @@ import math
 import torch
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
-from ridgeline.kernels.rmsnorm import _launch, candidate_configs, config_for, split_candidates, two_pass_config
+from ridgeline.kernels.rmsnorm import (
+    _launch,
+    candidate_configs,
+    config_for,
+    split_candidates,
+    two_pass_config,
+    two_pass_twin,
+)
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
 L2_BYTES = 60 * 2**20
@@ -58,8 +65,8 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
                     for regs in (0, 40)]
     if not quant and n >= 16384:
         out += [c for c in split_candidates(n) if c != default]
-        if default.split:
-            out.append(two_pass_config(fused))
+        if default.split:  # the two-pass kernels: the one split rows replace, and the split's bitwise twin
+            out += [two_pass_config(fused), two_pass_twin(default, fused)]
     return out
 
 

@@ -108,3 +108,31 @@ def test_split_on_two_streams_at_once():
     for i in range(2):
         assert all(torch.equal(o, expect[i]) for o in outs[i])
     assert counters_are_zero()
+
+
+@pytest.mark.parametrize("n", [20000, 65536])
+@pytest.mark.parametrize("fused", [False, True])
+def test_two_pass_twin_and_prefetch_give_the_split_bits(n, fused):
+    """The row count may choose between a split config, its prefetching variant and its two-pass twin: the
+    same bits, the same residual_out."""
+    import dataclasses
+
+    from ridgeline.kernels.rmsnorm import _launch, launch_config, two_pass_twin
+
+    m = 300
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x) if fused else None
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    split = launch_config(n, torch.bfloat16, fused)
+    outs = []
+    for cfg in (split, dataclasses.replace(split, prefetch=True), two_pass_twin(split, fused)):
+        y = torch.full_like(x, float("nan"))
+        ro = torch.full_like(x, float("nan")) if fused else None
+        _launch(x, n, r, n, ro, n, w, y, n, m, n, 1e-6, 0.0, cfg)
+        outs.append((y, ro))
+    for y, ro in outs[1:]:
+        assert torch.equal(y, outs[0][0])
+        if fused:
+            assert torch.equal(ro, outs[0][1])
+    assert (outs[0][0].double() - reference(outs[0][1] if fused else x, w)).abs().max().item() < 0.1
+    assert counters_are_zero()

@@ -164,7 +164,8 @@ def _norm_row(
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, CHUNK_SUMS: tl.constexpr,
+    CHUNKS_P2: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -257,6 +258,8 @@ def _norm_row(
         first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
         second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        chunk_idx = tl.arange(0, CHUNKS_P2)
+        chunk_sum = tl.zeros([CHUNKS_P2], dtype=tl.float32)
         # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
         # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
         amax_xw = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -269,13 +272,19 @@ def _norm_row(
                 xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                 tl.store(ro_row + c, xr, mask=mask, eviction_policy=first_policy)
                 x = xr.to(tl.float32)
-            acc += x * x
+            if CHUNK_SUMS:  # as a split row sums: each chunk alone, then the chunk sums (same layout)
+                chunk_sum = tl.where(chunk_idx == start // BLOCK_N, tl.sum(x * x, axis=0), chunk_sum)
+            else:
+                acc += x * x
             if QUANT == 2:
                 xw = x
                 if HAS_WEIGHT:
                     xw = x * (tl.load(W + c, mask=mask, other=0.0).to(tl.float32) + weight_offset)
                 amax_xw = tl.maximum(amax_xw, tl.abs(xw))
-        rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+        if CHUNK_SUMS:
+            rstd = tl.rsqrt(tl.sum(chunk_sum, axis=0) / N + eps)
+        else:
+            rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
         if QUANT == 2:
             scale = tl.maximum(tl.max(amax_xw, axis=0) * rstd / qmax, min_scale)
             tl.store(S + row64, scale)
@@ -307,7 +316,8 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, CHUNK_SUMS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -316,13 +326,14 @@ def _rms_norm_kernel(
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, EMULATE_RNE)
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, CHUNK_SUMS,
+                  CHUNKS_P2, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, EMULATE_RNE)
+                      QUANT, JOINT_MAX, CHUNK_SUMS, CHUNKS_P2, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -361,6 +372,11 @@ class LaunchConfig:
     # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
     # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
     split: int = 0
+    # Split rows: load a program's next row before waiting on the current row's partial sums.
+    prefetch: bool = False
+    # Two passes: sum each chunk on its own and add the chunk sums as a split row adds its programs' partials (the
+    # same order, so the same bits as the split config of the same chunk width and warps).
+    chunk_sums: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -388,11 +404,13 @@ class LaunchConfig:
             grid += " joint-max"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
-            return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}"
+            return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
+                " prefetch" if self.prefetch else "")
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
-        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else ""))
+        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
+                         " chunk-sums" if self.chunk_sums else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
@@ -450,16 +468,16 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
 
 
 def split_candidates(n: int) -> list[LaunchConfig]:
-    """Rows of 16K columns and more split across programs: chunk widths and warps, as many programs per SM as fit
-    or one."""
+    """Rows of 16K columns and more split across programs: chunk widths and warps, the next row prefetched or not
+    (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the H200)."""
     out = []
     if n < 16384:
         return out
     for chunk, warps in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
         split = triton.cdiv(n, chunk)
         if 2 <= split <= MAX_SPLIT:
-            for per_sm in (0, 1):
-                out.append(LaunchConfig(chunk, False, warps, per_sm, split=split))
+            for prefetch in (False, True):
+                out.append(LaunchConfig(chunk, False, warps, split=split, prefetch=prefetch))
     return out
 
 
@@ -504,6 +522,13 @@ def two_pass_config(fused: bool) -> LaunchConfig:
     if fused:
         return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
+
+
+def two_pass_twin(split: LaunchConfig, fused: bool) -> LaunchConfig:
+    """The two-pass config that computes a split config's bits (same chunk width and warps, chunk sums added
+    in the split's order): the row count may then choose between the two (batch invariance holds)."""
+    return LaunchConfig(split.block_n, False, split.num_warps, programs_per_sm=0 if fused else 2,
+                        reverse_pass2=fused, l2_hints=True, chunk_sums=True)
 
 
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
@@ -677,7 +702,7 @@ def _last_piece(cfg: LaunchConfig) -> int:
 
 def kernel_constexprs(
     cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool, has_weight: bool, one_row: bool,
-    quant: int = 0,
+    quant: int = 0, n: int = 0,
 ) -> dict[str, object]:
     """The kernel's compile-time arguments, in signature order: (x, residual, residual_out, y, N) alignments,
     the op's flags (quant: 0 none, 1 static FP8 scale, 2 dynamic per-row FP8 scales) and the launch config."""
@@ -687,6 +712,8 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
+            "CHUNK_SUMS": cfg.chunk_sums and not cfg.single_pass,
+            "CHUNKS_P2": triton.next_power_of_2(triton.cdiv(n, cfg.block_n)) if cfg.chunk_sums else 1,
             "EMULATE_RNE": _INTERPRETED}
 
 
@@ -755,7 +782,7 @@ def _launch(
     xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
     grid = _grid(m, cfg, x.device)
     constexprs = kernel_constexprs(cfg, (xa, ra, roa, ya, na), has_res, weight is not None,
-                                   cfg.loop_free and grid == m, quant)
+                                   cfg.loop_free and grid == m, quant, n)
     _LAUNCHER.launch(
         grid,
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
@@ -774,7 +801,8 @@ def split_constexprs(cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], 
     xa, ra, roa, ya, na = aligns
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
-            "SPLIT_P2": triton.next_power_of_2(cfg.split), "MASKED": cfg.width() != n, "EMULATE_RNE": _INTERPRETED}
+            "SPLIT_P2": triton.next_power_of_2(cfg.split), "MASKED": cfg.width() != n, "PREFETCH": cfg.prefetch,
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _SPLIT_LAUNCHER = CachedLauncher(_rms_norm_split_kernel)

@@ -33,13 +33,25 @@ from ridgeline.kernels._rounding import to_storage
 
 
 @triton.jit
+def _load_chunk(X, x_stride_q, R, r_stride_q, row, c, mask, X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr,
+                HAS_RESIDUAL: tl.constexpr):
+    """(x, residual) of one row's chunk; masked lanes (past the row, or a row past the last) read 0."""
+    row64 = tl.cast(row, tl.int64)
+    x = tl.load(X + row64 * x_stride_q * X_ALIGN + c, mask=mask, other=0.0)
+    r = x
+    if HAS_RESIDUAL:
+        r = tl.load(R + row64 * r_stride_q * R_ALIGN + c, mask=mask, other=0.0)
+    return x, r
+
+
+@triton.jit
 def _rms_norm_split_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset, PART, SYNC, groups,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, MASKED: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    PREFETCH: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     pid = tl.program_id(0)
@@ -57,20 +69,17 @@ def _rms_norm_split_kernel(
     sync = SYNC + group
     slots = PART + group * (2 * SPLIT)
     k = 0
+    if PREFETCH:  # the group's first row; later rows are loaded while the previous one waits on its barrier
+        xn, rn = _load_chunk(X, x_stride_q, R, r_stride_q, group, c, mask & (group < M), X_ALIGN, R_ALIGN,
+                             HAS_RESIDUAL)
     for row in range(group, M, groups):
         row64 = tl.cast(row, tl.int64)
-        x_row = X + row64 * x_stride_q * X_ALIGN
-        if MASKED:
-            x = tl.load(x_row + c, mask=mask, other=0.0)
+        if PREFETCH:
+            x, r = xn, rn
         else:
-            x = tl.load(x_row + c)
+            x, r = _load_chunk(X, x_stride_q, R, r_stride_q, row, c, mask, X_ALIGN, R_ALIGN, HAS_RESIDUAL)
         if HAS_RESIDUAL:
-            r_row = R + row64 * r_stride_q * R_ALIGN
             ro_row = RO + row64 * ro_stride_q * RO_ALIGN
-            if MASKED:
-                r = tl.load(r_row + c, mask=mask, other=0.0)
-            else:
-                r = tl.load(r_row + c)
             x = to_storage(x.to(tl.float32) + r.to(tl.float32), RO.dtype.element_ty, EMULATE_RNE)
             if MASKED:
                 tl.store(ro_row + c, x, mask=mask)
@@ -82,6 +91,10 @@ def _rms_norm_split_kernel(
         # stores and atomics are issued by one thread of the program; the reduction's barrier precedes them.)
         tl.store(slot + part, tl.sum(xf * xf, axis=0))
         tl.atomic_add(sync, 1, sem="release")
+        if PREFETCH:
+            nxt = row + groups
+            xn, rn = _load_chunk(X, x_stride_q, R, r_stride_q, nxt, c, mask & (nxt < M), X_ALIGN, R_ALIGN,
+                                 HAS_RESIDUAL)
         target = (k + 1) * SPLIT
         arrived = tl.atomic_add(sync, 0, sem="acquire")
         while arrived < target:
