@@ -54,7 +54,7 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
         args = {
             "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
             "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
-            "PART": TensorArg(torch.float32, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
+            "PART": TensorArg(torch.int64, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
             **split_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, n),
         }
         return TritonLaunch(_rms_norm_split_kernel, args, cfg.num_warps, 4096, cfg.describe())

@@ -21,7 +21,8 @@ def reference(x: torch.Tensor, w: torch.Tensor | None, eps: float = 1e-6) -> tor
 
 def counters_are_zero() -> bool:
     torch.cuda.synchronize()
-    return all(int(sync.abs().sum()) == 0 for _, sync in WORKSPACE._by_stream.values())
+    return all(int(sync.abs().sum()) == 0 and int(slots.abs().sum()) == 0
+               for slots, sync in WORKSPACE._by_stream.values())
 
 
 @pytest.mark.parametrize("n", WIDE)
@@ -113,8 +114,8 @@ def test_split_on_two_streams_at_once():
 @pytest.mark.parametrize("n", [20000, 65536])
 @pytest.mark.parametrize("fused", [False, True])
 def test_two_pass_twin_and_prefetch_give_the_split_bits(n, fused):
-    """The row count may choose between a split config, its prefetching variant and its two-pass twin: the
-    same bits, the same residual_out."""
+    """The row count may choose between a split config, its prefetching or counted variant and its two-pass twin:
+    the same bits, the same residual_out."""
     import dataclasses
 
     from ridgeline.kernels.rmsnorm import _launch, launch_config, two_pass_twin
@@ -125,7 +126,8 @@ def test_two_pass_twin_and_prefetch_give_the_split_bits(n, fused):
     w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     split = launch_config(n, torch.bfloat16, fused)
     outs = []
-    for cfg in (split, dataclasses.replace(split, prefetch=True), two_pass_twin(split, fused)):
+    for cfg in (split, dataclasses.replace(split, prefetch=True), dataclasses.replace(split, tagged=not split.tagged),
+                two_pass_twin(split, fused)):
         y = torch.full_like(x, float("nan"))
         ro = torch.full_like(x, float("nan")) if fused else None
         _launch(x, n, r, n, ro, n, w, y, n, m, n, 1e-6, 0.0, cfg)
@@ -135,4 +137,26 @@ def test_two_pass_twin_and_prefetch_give_the_split_bits(n, fused):
         if fused:
             assert torch.equal(ro, outs[0][1])
     assert (outs[0][0].double() - reference(outs[0][1] if fused else x, w)).abs().max().item() < 0.1
+    assert counters_are_zero()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_every_split_candidate_launches_resident_and_right(fused):
+    """Every config the explore script times: the grid sized from the driver's occupancy is accepted by the
+    cooperative launch, and the result is right (one row alone gives its bits in the batch)."""
+    from ridgeline.kernels.rmsnorm import _launch, split_candidates
+
+    n, m = 65536, 600
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x) if fused else None
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    for cfg in split_candidates(n):
+        y = torch.full_like(x, float("nan"))
+        ro = torch.full_like(x, float("nan")) if fused else None
+        _launch(x, n, r, n, ro, n, w, y, n, m, n, 1e-6, 0.0, cfg)
+        base = ro if fused else x
+        assert (y.double() - reference(base, w)).abs().max().item() < 0.1, cfg.describe()
+        y1 = torch.full_like(x[:1], float("nan"))
+        _launch(base[7:8].clone(), n, None, 0, None, 0, w, y1, n, 1, n, 1e-6, 0.0, cfg)
+        assert torch.equal(y1, y[7:8]), cfg.describe()
     assert counters_are_zero()

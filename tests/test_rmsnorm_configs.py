@@ -242,21 +242,27 @@ def test_split_kernel_with_one_program_per_row_runs_in_the_interpreter(n):
     """The interpreter runs programs one after another, so only split=1 makes progress there: it still runs the
     split kernel's whole protocol (partial slots, counters, persistent loop over more rows than groups, the
     counter reset) and its arithmetic; the exchange between programs is tested on the GPU (test_gpu_split.py)."""
-    from ridgeline.kernels.rmsnorm_split import WORKSPACE, chunk_for
+    from ridgeline.kernels.rmsnorm_split import chunk_for
 
     m = 9
     x = rand(m, n + 3)[:, 3:]
     r = rand(m, n)
     w = 1 + 0.5 * rand(n)
-    cfg = LaunchConfig(chunk_for(n, 1), False, 4, split=1)
+    for tagged in (True, False):
+        check_split_one(n, x, r, w, LaunchConfig(chunk_for(n, 1), False, 4, split=1, tagged=tagged))
+
+
+def check_split_one(n, x, r, w, cfg):
+    from ridgeline.kernels.rmsnorm_split import WORKSPACE
+
     y, _ = run(cfg, x, w)
     assert_close(y, ref_rms(x, w), torch.float32)
     out, res = run(cfg, x, w, r)
     assert torch.equal(res, x + r)
     assert torch.equal(out, run(cfg, res, w)[0])
     assert torch.equal(run(cfg, x[4:5], w)[0], y[4:5])
-    for part, sync in WORKSPACE._by_stream.values():
-        assert int(sync.abs().sum()) == 0  # left at 0 for the next launch
+    for slots, sync in WORKSPACE._by_stream.values():
+        assert int(sync.abs().sum()) == 0 and int(slots.abs().sum()) == 0  # left at 0 for the next launch
 
 
 def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():

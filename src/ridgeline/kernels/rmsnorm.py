@@ -374,6 +374,8 @@ class LaunchConfig:
     split: int = 0
     # Split rows: load a program's next row before waiting on the current row's partial sums.
     prefetch: bool = False
+    # Split rows: partials published with their row's tag in one word (no separate counter round trip).
+    tagged: bool = True
     # Two passes: sum each chunk on its own and add the chunk sums as a split row adds its programs' partials (the
     # same order, so the same bits as the split config of the same chunk width and warps).
     chunk_sums: bool = False
@@ -405,7 +407,7 @@ class LaunchConfig:
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
-                " prefetch" if self.prefetch else "")
+                " prefetch" if self.prefetch else "") + ("" if self.tagged else " counted")
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
@@ -468,16 +470,17 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
 
 
 def split_candidates(n: int) -> list[LaunchConfig]:
-    """Rows of 16K columns and more split across programs: chunk widths and warps, the next row prefetched or not
-    (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the H200)."""
+    """Rows of 16K columns and more split across programs: chunk widths and warps, partials tagged or counted, the
+    next row prefetched or not (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the
+    H200)."""
     out = []
     if n < 16384:
         return out
     for chunk, warps in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
         split = triton.cdiv(n, chunk)
         if 2 <= split <= MAX_SPLIT:
-            for prefetch in (False, True):
-                out.append(LaunchConfig(chunk, False, warps, split=split, prefetch=prefetch))
+            for tagged, prefetch in ((True, False), (False, False), (True, True)):
+                out.append(LaunchConfig(chunk, False, warps, split=split, prefetch=prefetch, tagged=tagged))
     return out
 
 
@@ -802,7 +805,7 @@ def split_constexprs(cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], 
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
             "SPLIT_P2": triton.next_power_of_2(cfg.split), "MASKED": cfg.width() != n, "PREFETCH": cfg.prefetch,
-            "EMULATE_RNE": _INTERPRETED}
+            "TAGGED": cfg.tagged, "EMULATE_RNE": _INTERPRETED}
 
 
 _SPLIT_LAUNCHER = CachedLauncher(_rms_norm_split_kernel)
@@ -838,11 +841,7 @@ def _launch_split(
         part, sync = WORKSPACE.get(x.device, 1, cfg.split)
         compiled = _rms_norm_split_kernel.warmup(*args_for(part, sync, 1), grid=(1,), **constexprs,
                                                  num_warps=cfg.num_warps, **options)
-        # (Triton loads the binary, and learns its registers, on first use.)
-        getattr(compiled, "_init_handles", lambda: None)()
-        regs = getattr(compiled, "n_regs", None)
-        # Registers unknown (another Triton): one program per SM is always resident.
-        resident = resident_programs(x.device, regs, compiled.metadata.shared, cfg.num_warps) if regs else 1
+        resident = resident_programs(x.device, compiled, cfg.num_warps)
         _SPLIT_RESIDENT[key] = resident
     per_sm = min(resident, cfg.programs_per_sm) if cfg.programs_per_sm else resident
     sms = multiprocessor_count(x.device)

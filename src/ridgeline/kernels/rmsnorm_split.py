@@ -11,11 +11,14 @@ The grid is persistent: `groups` groups of SPLIT programs, group g handling rows
 group wait on each other, so all must be resident at once: the launch is cooperative (the driver refuses a grid
 that cannot be co-resident instead of letting it hang), sized from the compiled kernel's occupancy.
 
-Synchronization, per group: a counter `sync` (int32, zero between launches) and two slots of SPLIT partial sums,
-used by alternate rows. A program stores its partial, then adds 1 to the counter (release); row k (k-th of the
-group) is complete when the counter reaches (k + 1) * SPLIT (acquire). A slot is rewritten two rows later, by
-which time every program of the group has passed the barrier in between, so has read it. After its last row each
-program adds 1 more; the one that brings the counter to its final value resets it to 0 for the next launch.
+Synchronization, per group: two slots of SPLIT partial sums, used by alternate rows, and a counter `sync` (int32);
+all zero between launches. Tagged (the default): a program stores its partial with its row's tag (k + 1 for the
+group's k-th row) in one 64-bit word, and polls the row's SPLIT words until all carry the tag; they then hold the
+partials. Counted (the first design, kept to compare): a program stores its partial, adds 1 to the counter
+(release), and waits until it reaches (k + 1) * SPLIT (acquire) before loading the partials. Either way a slot is
+rewritten two rows later, by which time every program of the group has passed the barrier in between, so has
+read it. After its last row each program adds 1 to the counter; the last one to do so resets the group's
+workspace to 0 for the next launch.
 
 The arithmetic depends on N, the dtype, CHUNK, SPLIT and the warps only (never on M or the grid): batch
 invariant, and the fused op's out equals the plain op on residual_out bitwise. The CPU interpreter runs programs
@@ -24,6 +27,8 @@ the two-pass kernel there.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import torch
 import triton
@@ -45,13 +50,23 @@ def _load_chunk(X, x_stride_q, R, r_stride_q, row, c, mask, X_ALIGN: tl.constexp
 
 
 @triton.jit
+def _opaque(x):
+    """x unchanged, through an instruction the compiler cannot look through: the float32 copy of x made for the
+    partial sum is then dead after it, and x stays live in its 16-bit storage type (half the registers) until y
+    is computed. (Not in the CPU interpreter, which has no inline assembly.)"""
+    if x.dtype.primitive_bitwidth == 16:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=2)
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=1)
+
+
+@triton.jit
 def _rms_norm_split_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset, PART, SYNC, groups,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, MASKED: tl.constexpr,
-    PREFETCH: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    PREFETCH: tl.constexpr, TAGGED: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     pid = tl.program_id(0)
@@ -59,13 +74,6 @@ def _rms_norm_split_kernel(
     part = pid % SPLIT
     c = part * CHUNK + tl.arange(0, CHUNK)
     mask = c < N
-    # The weight's chunk is the same for every row this program handles: loaded once, kept in registers.
-    w = tl.zeros([CHUNK], dtype=tl.float32)
-    if HAS_WEIGHT:
-        if MASKED:
-            w = tl.load(W + c, mask=mask, other=0.0)
-        else:
-            w = tl.load(W + c)
     sync = SYNC + group
     slots = PART + group * (2 * SPLIT)
     k = 0
@@ -87,24 +95,47 @@ def _rms_norm_split_kernel(
                 tl.store(ro_row + c, x)
         xf = x.to(tl.float32)
         slot = slots + (k % 2) * SPLIT
-        # Publish the partial, then arrive: the release orders the partial's store before the count. (Scalar
-        # stores and atomics are issued by one thread of the program; the reduction's barrier precedes them.)
-        tl.store(slot + part, tl.sum(xf * xf, axis=0))
-        tl.atomic_add(sync, 1, sem="release")
+        p = tl.arange(0, SPLIT_P2)  # (SPLIT_P2: SPLIT rounded up to a power of two)
+        if TAGGED:
+            # The partial and its row's tag (k + 1) in one 64-bit word: one store publishes both, and a poll of
+            # the row's words both waits for them and reads them.
+            tag = k + 1
+            bits = tl.sum(xf * xf, axis=0).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+            tl.store(slot + part, (tl.cast(tag, tl.int64) << 32) | bits)
+        else:
+            # Publish the partial, then arrive: the release orders the partial's store before the count.
+            # (Scalar stores and atomics are issued by one thread of the program, after the reduction's barrier.)
+            tl.store(slot.to(tl.pointer_type(tl.float32)) + part, tl.sum(xf * xf, axis=0))
+            tl.atomic_add(sync, 1, sem="release")
         if PREFETCH:
             nxt = row + groups
             xn, rn = _load_chunk(X, x_stride_q, R, r_stride_q, nxt, c, mask & (nxt < M), X_ALIGN, R_ALIGN,
                                  HAS_RESIDUAL)
-        target = (k + 1) * SPLIT
-        arrived = tl.atomic_add(sync, 0, sem="acquire")
-        while arrived < target:
+        if TAGGED:
+            # volatile: from L2 on every poll (L1 is not coherent); a slot holds this row's tag or the one two rows
+            # back, never a later one (writing that needs this row's barrier passed by all).
+            ready = tl.cast(tag, tl.int64) << 32
+            words = tl.load(slot + p, mask=p < SPLIT, other=ready, volatile=True)
+            while tl.min((words >> 32).to(tl.int32), axis=0) < tag:
+                words = tl.load(slot + p, mask=p < SPLIT, other=ready, volatile=True)
+            partials = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+        else:
+            target = (k + 1) * SPLIT
             arrived = tl.atomic_add(sync, 0, sem="acquire")
-        # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
-        p = tl.arange(0, SPLIT_P2)  # (SPLIT_P2: SPLIT rounded up to a power of two)
-        partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
+            while arrived < target:
+                arrived = tl.atomic_add(sync, 0, sem="acquire")
+            # .cg: from L2, never a stale L1 line of this slot's use two rows ago.
+            partials = tl.load(slot.to(tl.pointer_type(tl.float32)) + p, mask=p < SPLIT, other=0.0,
+                               cache_modifier=".cg")
+        # Summed in a fixed order.
+        if not EMULATE_RNE:  # on the GPU: hold x in its storage type while waiting (see _opaque)
+            xf = _opaque(x).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)
         y = xf * rstd
         if HAS_WEIGHT:
+            # The same chunk for every row of this program: re-read (from L1) rather than held in registers,
+            # where the compiler would keep it as float32 across the loop (fewer programs per SM).
+            w = tl.load(W + c, mask=mask, other=0.0, eviction_policy="evict_last")
             y = y * (w.to(tl.float32) + weight_offset)
         y_row = Y + row64 * y_stride_q * Y_ALIGN
         if MASKED:
@@ -112,15 +143,17 @@ def _rms_norm_split_kernel(
         else:
             tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE))
         k += 1
-    # Leave the counter at 0 for the next launch: the last program of the group to get here resets it (every
+    # Leave the workspace at 0 for the next launch: the last program of the group to get here resets it (every
     # program has passed the group's last barrier by then, so none reads it again).
-    final = (k + 1) * SPLIT
+    final = SPLIT if TAGGED else (k + 1) * SPLIT
     if tl.atomic_add(sync, 1, sem="acq_rel") == final - 1:
+        q = tl.arange(0, 2 * SPLIT_P2)
+        tl.store(slots + q, tl.zeros([2 * SPLIT_P2], dtype=tl.int64), mask=q < 2 * SPLIT)
         tl.atomic_xchg(sync, 0, sem="relaxed")
 
 
 class SplitWorkspace:
-    """Per (device, stream) counters and partial-sum slots, zeroed once; kernels leave the counters at 0.
+    """Per (device, stream) counters and partial-sum slots, zeroed once; kernels leave them at 0.
 
     Keyed by stream so that launches on two streams never share counters. While a CUDA graph is being captured a
     fresh zeroed workspace is taken for each call (its zeroing is captured too), so a graph never shares counters
@@ -130,7 +163,8 @@ class SplitWorkspace:
         self._by_stream: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(self, device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(partials float32 [groups * 2 * split], counters int32 [groups]) for launches on the current stream."""
+        """(partial slots int64 [groups * 2 * split], counters int32 [groups]), zeroed, for launches on the current
+        stream."""
         if device.type != "cuda":  # the CPU interpreter (tests)
             key = (-1, 0)
         elif torch.cuda.is_current_stream_capturing():
@@ -145,7 +179,7 @@ class SplitWorkspace:
 
     @staticmethod
     def _new(device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.empty(groups * 2 * split, dtype=torch.float32, device=device),
+        return (torch.zeros(groups * 2 * split, dtype=torch.int64, device=device),
                 torch.zeros(groups, dtype=torch.int32, device=device))
 
 
@@ -163,15 +197,32 @@ def chunk_for(n: int, split: int) -> int:
     return triton.next_power_of_2(triton.cdiv(n, split))
 
 
-def resident_programs(device: torch.device, registers: int, shared_bytes: int, num_warps: int) -> int:
-    """Programs of a compiled kernel that fit on one SM at once (registers, threads, shared memory, 32 blocks),
-    as the CUDA occupancy calculator counts them (registers allocated per warp in units of 256)."""
+def resident_programs(device: torch.device, compiled: object, num_warps: int) -> int:
+    """Programs of a compiled Triton kernel that fit on one SM at once, as the driver counts them for a cooperative
+    launch (cuOccupancyMaxActiveBlocksPerMultiprocessor); where that cannot be asked, from its registers (allocated
+    per warp in units of 256), threads, shared memory and the 32-block limit, and 1 if even those are unknown."""
+    getattr(compiled, "_init_handles", lambda: None)()  # Triton loads the binary (and learns its registers) lazily
+    shared = int(getattr(getattr(compiled, "metadata", None), "shared", 0) or 0)
+    function = getattr(compiled, "function", None)
+    if function is not None:
+        try:
+            libcuda = ctypes.CDLL("libcuda.so.1")
+            blocks = ctypes.c_int(0)
+            rc = libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                ctypes.byref(blocks), ctypes.c_void_p(function), ctypes.c_int(32 * num_warps), ctypes.c_size_t(shared))
+            if rc == 0 and blocks.value > 0:
+                return blocks.value
+        except (OSError, AttributeError, TypeError):
+            pass
+    registers = getattr(compiled, "n_regs", None)
+    if not registers:
+        return 1
     props = torch.cuda.get_device_properties(device)
     regs_per_sm = getattr(props, "regs_per_multiprocessor", 65536)
     threads_per_sm = getattr(props, "max_threads_per_multi_processor", 2048)
     smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 233472)
-    regs_per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    regs_per_warp = -(-registers * 32 // 256) * 256
     by_regs = regs_per_sm // (regs_per_warp * num_warps)
     by_threads = threads_per_sm // (32 * num_warps)
-    by_smem = smem_per_sm // (shared_bytes + 1024) if shared_bytes else 32
-    return max(0, min(by_regs, by_threads, by_smem, 32))
+    by_smem = smem_per_sm // (shared + 1024)
+    return max(1, min(by_regs, by_threads, by_smem, 32))
