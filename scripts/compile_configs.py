@@ -34,7 +34,6 @@ from ridgeline.kernels.rmsnorm import (
     launch_config,
     row_alignments,
     split_constexprs,
-    two_pass_twin,
 )
 
 
@@ -54,7 +53,7 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
         args = {
             "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
             "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
-            "PART": TensorArg(torch.int64, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
+            "PART": TensorArg(torch.float32, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
             **split_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, n),
         }
         return TritonLaunch(_rms_norm_split_kernel, args, cfg.num_warps, 4096, cfg.describe())
@@ -116,9 +115,8 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
         groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
             (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
     # Rows split across programs (GPU only: `config_for` takes two passes in the interpreter): the chunk's sum.
-    # With them, their two-pass twins (same bits: the row count may choose between the two).
     split = [(c, fused) for fused in (False, True) for c in (launch_config(n, bf16, fused),) if c.split]
-    split += [(two_pass_twin(c, fused), fused) for c, fused in split]
+    split += [(dataclasses.replace(c, weight_first=not c.weight_first), fused) for c, fused in split]
     for has_weight, wdtype in ((True, bf16), (False, bf16), (True, fp32)):
         if split:
             groups[f"split rows weight={has_weight} {wdtype}"] = (

@@ -1,12 +1,12 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|cliff|tiny] [--focus] [--budget S] [--dry]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|cliff|tiny] [--focus] [--budget S] [--dry]
                     [--quant] [--wdtype bf16|fp32]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
-(rows of 16K columns and more: also split across programs, chunk widths and warps, and the two-pass kernel).
+(split rows: the weight's timing and the two-pass kernel; one-pass rows of 16K columns: the split configs).
 Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime. --quant times the dynamic
 FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows).
 """
@@ -28,7 +28,6 @@ from ridgeline.kernels.rmsnorm import (
     config_for,
     split_candidates,
     two_pass_config,
-    two_pass_twin,
 )
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
@@ -52,7 +51,8 @@ def make_sets(m: int, n: int, dtype: torch.dtype, fused: bool, count: int, devic
 def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
     """The default with weight-first on/off and a register cap on/off (wide FP8 rows: grid and a 64 cap); FP8
     rows in one pass also with the row's max reduced together with its sum (joint_max), uncapped and at 40.
-    Rows of 16K columns and more (16-bit outputs): also split across programs, and the two-pass kernel."""
+    Split rows: the weight loaded with x or after the wait, and the two-pass kernel; one-pass rows of 16K columns
+    (16-bit outputs): also the split configs."""
     if quant and not default.single_pass:
         return [dataclasses.replace(default, programs_per_sm=per_sm, max_registers=regs)
                 for per_sm in (0, 1, 2) for regs in (0, 64)]
@@ -63,10 +63,10 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
         if quant:
             out += [dataclasses.replace(default, weight_first=True, joint_max=True, max_registers=regs)
                     for regs in (0, 40)]
-    if not quant and n >= 16384:
-        out += [c for c in split_candidates(n) if c != default]
-        if default.split:  # the two-pass kernels: the one split rows replace, and the split's bitwise twin
-            out += [two_pass_config(fused), two_pass_twin(default, fused)]
+    if default.split:  # the weight loaded with x or after the wait, and the two-pass kernel split rows replace
+        out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
+    elif not quant and n >= 16384:
+        out += split_candidates(n)
     return out
 
 
@@ -88,6 +88,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
               "wide": [(2048, 65536), (4096, 32768), (4096, 16384), (512, 131072), (1, 65536), (64, 65536)],
+              "wide-lite": [(1, 65536), (64, 65536), (2048, 65536), (4096, 32768), (1, 32768), (128, 32768)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]

@@ -248,8 +248,8 @@ def test_split_kernel_with_one_program_per_row_runs_in_the_interpreter(n):
     x = rand(m, n + 3)[:, 3:]
     r = rand(m, n)
     w = 1 + 0.5 * rand(n)
-    for tagged in (True, False):
-        check_split_one(n, x, r, w, LaunchConfig(chunk_for(n, 1), False, 4, split=1, tagged=tagged))
+    for weight_first in (False, True):
+        check_split_one(n, x, r, w, LaunchConfig(chunk_for(n, 1), False, 4, split=1, weight_first=weight_first))
 
 
 def check_split_one(n, x, r, w, cfg):

@@ -164,8 +164,7 @@ def _norm_row(
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, CHUNK_SUMS: tl.constexpr,
-    CHUNKS_P2: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -258,8 +257,6 @@ def _norm_row(
         first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
         second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        chunk_idx = tl.arange(0, CHUNKS_P2)
-        chunk_sum = tl.zeros([CHUNKS_P2], dtype=tl.float32)
         # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
         # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
         amax_xw = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -272,19 +269,13 @@ def _norm_row(
                 xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                 tl.store(ro_row + c, xr, mask=mask, eviction_policy=first_policy)
                 x = xr.to(tl.float32)
-            if CHUNK_SUMS:  # as a split row sums: each chunk alone, then the chunk sums (same layout)
-                chunk_sum = tl.where(chunk_idx == start // BLOCK_N, tl.sum(x * x, axis=0), chunk_sum)
-            else:
-                acc += x * x
+            acc += x * x
             if QUANT == 2:
                 xw = x
                 if HAS_WEIGHT:
                     xw = x * (tl.load(W + c, mask=mask, other=0.0).to(tl.float32) + weight_offset)
                 amax_xw = tl.maximum(amax_xw, tl.abs(xw))
-        if CHUNK_SUMS:
-            rstd = tl.rsqrt(tl.sum(chunk_sum, axis=0) / N + eps)
-        else:
-            rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+        rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
         if QUANT == 2:
             scale = tl.maximum(tl.max(amax_xw, axis=0) * rstd / qmax, min_scale)
             tl.store(S + row64, scale)
@@ -316,8 +307,7 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, CHUNK_SUMS: tl.constexpr, CHUNKS_P2: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -326,14 +316,13 @@ def _rms_norm_kernel(
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, CHUNK_SUMS,
-                  CHUNKS_P2, EMULATE_RNE)
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, CHUNK_SUMS, CHUNKS_P2, EMULATE_RNE)
+                      QUANT, JOINT_MAX, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -372,13 +361,6 @@ class LaunchConfig:
     # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
     # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
     split: int = 0
-    # Split rows: load a program's next row before waiting on the current row's partial sums.
-    prefetch: bool = False
-    # Split rows: partials published with their row's tag in one word (no separate counter round trip).
-    tagged: bool = True
-    # Two passes: sum each chunk on its own and add the chunk sums as a split row adds its programs' partials (the
-    # same order, so the same bits as the split config of the same chunk width and warps).
-    chunk_sums: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -407,12 +389,11 @@ class LaunchConfig:
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
-                " prefetch" if self.prefetch else "") + ("" if self.tagged else " counted")
+                " w-first" if self.weight_first else "")
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
-        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
-                         " chunk-sums" if self.chunk_sums else ""))
+        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
@@ -470,17 +451,16 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
 
 
 def split_candidates(n: int) -> list[LaunchConfig]:
-    """Rows of 16K columns and more split across programs: chunk widths and warps, partials tagged or counted, the
-    next row prefetched or not (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the
-    H200)."""
+    """Rows of 16K columns and more split across programs: chunk widths and warps, the weight loaded with x or
+    after the wait (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the H200)."""
     out = []
     if n < 16384:
         return out
     for chunk, warps in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
         split = triton.cdiv(n, chunk)
         if 2 <= split <= MAX_SPLIT:
-            for tagged, prefetch in ((True, False), (False, False), (True, True)):
-                out.append(LaunchConfig(chunk, False, warps, split=split, prefetch=prefetch, tagged=tagged))
+            for weight_first in (False, True):
+                out.append(LaunchConfig(chunk, False, warps, split=split, weight_first=weight_first))
     return out
 
 
@@ -503,7 +483,7 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     if block > MAX_SINGLE_PASS_BLOCK:
         split = triton.cdiv(n, CHUNK_BLOCK)
         if split <= MAX_SPLIT:
-            return LaunchConfig(chunk_for(n, split), False, 16, split=split)
+            return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
@@ -527,13 +507,6 @@ def two_pass_config(fused: bool) -> LaunchConfig:
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
 
-def two_pass_twin(split: LaunchConfig, fused: bool) -> LaunchConfig:
-    """The two-pass config that computes a split config's bits (same chunk width and warps, chunk sums added
-    in the split's order): the row count may then choose between the two (batch invariance holds)."""
-    return LaunchConfig(split.block_n, False, split.num_warps, programs_per_sm=0 if fused else 2,
-                        reverse_pass2=fused, l2_hints=True, chunk_sums=True)
-
-
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
 # docs/results/h200-explore-*-cliff.json). Weight-first holds more registers: at 4096 columns 38 instead of 32
 # (6 programs of 8 warps per SM instead of 8), so 793-1056 rows take two waves instead of one; at 5120, 48
@@ -551,8 +524,12 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
-    if cfg.split and (quant or _INTERPRETED):
-        cfg = two_pass_config(fused)
+    if cfg.split:
+        if quant or _INTERPRETED:
+            return _quant(two_pass_config(fused), False) if quant else two_pass_config(fused)
+        # About 4 programs of 8 warps fit per SM: up to that many, each program has one row, and the weight is
+        # best loaded with x (its latency hidden); beyond, after the wait (fewer registers, more programs).
+        return _split_weight_first(cfg) if m * cfg.split <= 4 * _sm_count_hint() else cfg
     if quant:
         return _quant(cfg, m <= _sm_count_hint())
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
@@ -566,6 +543,11 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if hi and lo * _sm_count_hint() < m <= hi * _sm_count_hint():
         return _lean(cfg)
     return cfg
+
+
+@functools.lru_cache(maxsize=256)
+def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=True)
 
 
 @functools.lru_cache(maxsize=256)
@@ -715,8 +697,6 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "CHUNK_SUMS": cfg.chunk_sums and not cfg.single_pass,
-            "CHUNKS_P2": triton.next_power_of_2(triton.cdiv(n, cfg.block_n)) if cfg.chunk_sums else 1,
             "EMULATE_RNE": _INTERPRETED}
 
 
@@ -804,8 +784,8 @@ def split_constexprs(cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], 
     xa, ra, roa, ya, na = aligns
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "CHUNK": cfg.block_n, "SPLIT": cfg.split,
-            "SPLIT_P2": triton.next_power_of_2(cfg.split), "MASKED": cfg.width() != n, "PREFETCH": cfg.prefetch,
-            "TAGGED": cfg.tagged, "EMULATE_RNE": _INTERPRETED}
+            "SPLIT_P2": triton.next_power_of_2(cfg.split), "WEIGHT_FIRST": cfg.weight_first,
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _SPLIT_LAUNCHER = CachedLauncher(_rms_norm_split_kernel)

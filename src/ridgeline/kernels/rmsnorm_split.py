@@ -11,14 +11,13 @@ The grid is persistent: `groups` groups of SPLIT programs, group g handling rows
 group wait on each other, so all must be resident at once: the launch is cooperative (the driver refuses a grid
 that cannot be co-resident instead of letting it hang), sized from the compiled kernel's occupancy.
 
-Synchronization, per group: two slots of SPLIT partial sums, used by alternate rows, and a counter `sync` (int32);
-all zero between launches. Tagged (the default): a program stores its partial with its row's tag (k + 1 for the
-group's k-th row) in one 64-bit word, and polls the row's SPLIT words until all carry the tag; they then hold the
-partials. Counted (the first design, kept to compare): a program stores its partial, adds 1 to the counter
-(release), and waits until it reaches (k + 1) * SPLIT (acquire) before loading the partials. Either way a slot is
-rewritten two rows later, by which time every program of the group has passed the barrier in between, so has
-read it. After its last row each program adds 1 to the counter; the last one to do so resets the group's
-workspace to 0 for the next launch.
+Synchronization, per group: two slots of SPLIT partial sums (float32), used by alternate rows, and a counter `sync`
+(int32), all zero between launches. A program stores its partial, adds 1 to the counter (release), and waits until
+it reaches (k + 1) * SPLIT for the group's k-th row (acquire) before loading the row's partials. A slot is
+rewritten two rows later, by which time every program of the group has passed the barrier in between, so has read
+it. After its last row each program adds 1 more; the last one to do so resets the group's workspace to 0 for the
+next launch. (A variant that published each partial with its row's tag in one 64-bit word, polled without the
+counter, ran 1.3-2x slower on the H200: docs/perf/rmsnorm.md.)
 
 The arithmetic depends on N, the dtype, CHUNK, SPLIT and the warps only (never on M or the grid): batch
 invariant, and the fused op's out equals the plain op on residual_out bitwise. The CPU interpreter runs programs
@@ -38,18 +37,6 @@ from ridgeline.kernels._rounding import to_storage
 
 
 @triton.jit
-def _load_chunk(X, x_stride_q, R, r_stride_q, row, c, mask, X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr,
-                HAS_RESIDUAL: tl.constexpr):
-    """(x, residual) of one row's chunk; masked lanes (past the row, or a row past the last) read 0."""
-    row64 = tl.cast(row, tl.int64)
-    x = tl.load(X + row64 * x_stride_q * X_ALIGN + c, mask=mask, other=0.0)
-    r = x
-    if HAS_RESIDUAL:
-        r = tl.load(R + row64 * r_stride_q * R_ALIGN + c, mask=mask, other=0.0)
-    return x, r
-
-
-@triton.jit
 def _opaque(x):
     """x unchanged, through an instruction the compiler cannot look through: the float32 copy of x made for the
     partial sum is then dead after it, and x stays live in its 16-bit storage type (half the registers) until y
@@ -59,96 +46,65 @@ def _opaque(x):
     return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=1)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
 def _rms_norm_split_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
     M, n_q, eps, weight_offset, PART, SYNC, groups,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
-    CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, MASKED: tl.constexpr,
-    PREFETCH: tl.constexpr, TAGGED: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, WEIGHT_FIRST: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     pid = tl.program_id(0)
     group = pid // SPLIT
     part = pid % SPLIT
+    # (N = n_q * N_ALIGN: the mask is constant over N_ALIGN lanes, so accesses stay vectorized.)
     c = part * CHUNK + tl.arange(0, CHUNK)
     mask = c < N
     sync = SYNC + group
     slots = PART + group * (2 * SPLIT)
+    p = tl.arange(0, SPLIT_P2)  # (SPLIT_P2: SPLIT rounded up to a power of two)
     k = 0
-    if PREFETCH:  # the group's first row; later rows are loaded while the previous one waits on its barrier
-        xn, rn = _load_chunk(X, x_stride_q, R, r_stride_q, group, c, mask & (group < M), X_ALIGN, R_ALIGN,
-                             HAS_RESIDUAL)
     for row in range(group, M, groups):
         row64 = tl.cast(row, tl.int64)
-        if PREFETCH:
-            x, r = xn, rn
-        else:
-            x, r = _load_chunk(X, x_stride_q, R, r_stride_q, row, c, mask, X_ALIGN, R_ALIGN, HAS_RESIDUAL)
+        x = tl.load(X + row64 * x_stride_q * X_ALIGN + c, mask=mask, other=0.0)
+        w = x
+        if HAS_WEIGHT and WEIGHT_FIRST:  # with x: its latency hidden (few rows), but held through the wait
+            w = tl.load(W + c, mask=mask, other=0.0, eviction_policy="evict_last")
         if HAS_RESIDUAL:
-            ro_row = RO + row64 * ro_stride_q * RO_ALIGN
+            r = tl.load(R + row64 * r_stride_q * R_ALIGN + c, mask=mask, other=0.0)
             x = to_storage(x.to(tl.float32) + r.to(tl.float32), RO.dtype.element_ty, EMULATE_RNE)
-            if MASKED:
-                tl.store(ro_row + c, x, mask=mask)
-            else:
-                tl.store(ro_row + c, x)
+            tl.store(RO + row64 * ro_stride_q * RO_ALIGN + c, x, mask=mask)
         xf = x.to(tl.float32)
         slot = slots + (k % 2) * SPLIT
-        p = tl.arange(0, SPLIT_P2)  # (SPLIT_P2: SPLIT rounded up to a power of two)
-        if TAGGED:
-            # The partial and its row's tag (k + 1) in one 64-bit word: one store publishes both, and a poll of
-            # the row's words both waits for them and reads them.
-            tag = k + 1
-            bits = tl.sum(xf * xf, axis=0).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
-            tl.store(slot + part, (tl.cast(tag, tl.int64) << 32) | bits)
-        else:
-            # Publish the partial, then arrive: the release orders the partial's store before the count.
-            # (Scalar stores and atomics are issued by one thread of the program, after the reduction's barrier.)
-            tl.store(slot.to(tl.pointer_type(tl.float32)) + part, tl.sum(xf * xf, axis=0))
-            tl.atomic_add(sync, 1, sem="release")
-        if PREFETCH:
-            nxt = row + groups
-            xn, rn = _load_chunk(X, x_stride_q, R, r_stride_q, nxt, c, mask & (nxt < M), X_ALIGN, R_ALIGN,
-                                 HAS_RESIDUAL)
-        if TAGGED:
-            # volatile: from L2 on every poll (L1 is not coherent); a slot holds this row's tag or the one two rows
-            # back, never a later one (writing that needs this row's barrier passed by all).
-            ready = tl.cast(tag, tl.int64) << 32
-            words = tl.load(slot + p, mask=p < SPLIT, other=ready, volatile=True)
-            while tl.min((words >> 32).to(tl.int32), axis=0) < tag:
-                words = tl.load(slot + p, mask=p < SPLIT, other=ready, volatile=True)
-            partials = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-        else:
-            target = (k + 1) * SPLIT
+        # Publish the partial, then arrive: the release orders the partial's store before the count. (Scalar
+        # stores and atomics are issued by one thread of the program, after the reduction's barrier.)
+        tl.store(slot + part, tl.sum(xf * xf, axis=0))
+        tl.atomic_add(sync, 1, sem="release")
+        target = (k + 1) * SPLIT
+        arrived = tl.atomic_add(sync, 0, sem="acquire")
+        while arrived < target:
             arrived = tl.atomic_add(sync, 0, sem="acquire")
-            while arrived < target:
-                arrived = tl.atomic_add(sync, 0, sem="acquire")
-            # .cg: from L2, never a stale L1 line of this slot's use two rows ago.
-            partials = tl.load(slot.to(tl.pointer_type(tl.float32)) + p, mask=p < SPLIT, other=0.0,
-                               cache_modifier=".cg")
-        # Summed in a fixed order.
-        if not EMULATE_RNE:  # on the GPU: hold x in its storage type while waiting (see _opaque)
-            xf = _opaque(x).to(tl.float32)
+        # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
+        partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
         rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)
+        if not EMULATE_RNE:  # on the GPU: x held in its storage type through the wait (see _opaque)
+            xf = _opaque(x).to(tl.float32)
         y = xf * rstd
         if HAS_WEIGHT:
-            # The same chunk for every row of this program: re-read (from L1) rather than held in registers,
-            # where the compiler would keep it as float32 across the loop (fewer programs per SM).
-            w = tl.load(W + c, mask=mask, other=0.0, eviction_policy="evict_last")
+            if not WEIGHT_FIRST:
+                # The same chunk for every row of this program: re-read (from L1) rather than held in registers
+                # through the loop, where the compiler keeps it as float32 (fewer programs per SM).
+                w = tl.load(W + c, mask=mask, other=0.0, eviction_policy="evict_last")
             y = y * (w.to(tl.float32) + weight_offset)
-        y_row = Y + row64 * y_stride_q * Y_ALIGN
-        if MASKED:
-            tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
-        else:
-            tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE))
+        tl.store(Y + row64 * y_stride_q * Y_ALIGN + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
         k += 1
     # Leave the workspace at 0 for the next launch: the last program of the group to get here resets it (every
     # program has passed the group's last barrier by then, so none reads it again).
-    final = SPLIT if TAGGED else (k + 1) * SPLIT
-    if tl.atomic_add(sync, 1, sem="acq_rel") == final - 1:
+    if tl.atomic_add(sync, 1, sem="acq_rel") == (k + 1) * SPLIT - 1:
         q = tl.arange(0, 2 * SPLIT_P2)
-        tl.store(slots + q, tl.zeros([2 * SPLIT_P2], dtype=tl.int64), mask=q < 2 * SPLIT)
+        tl.store(slots + q, tl.zeros([2 * SPLIT_P2], dtype=tl.float32), mask=q < 2 * SPLIT)
         tl.atomic_xchg(sync, 0, sem="relaxed")
 
 
@@ -163,8 +119,8 @@ class SplitWorkspace:
         self._by_stream: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(self, device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(partial slots int64 [groups * 2 * split], counters int32 [groups]), zeroed, for launches on the current
-        stream."""
+        """(partial slots float32 [groups * 2 * split], counters int32 [groups]), zeroed, for launches on the
+        current stream."""
         if device.type != "cuda":  # the CPU interpreter (tests)
             key = (-1, 0)
         elif torch.cuda.is_current_stream_capturing():
@@ -179,7 +135,7 @@ class SplitWorkspace:
 
     @staticmethod
     def _new(device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(groups * 2 * split, dtype=torch.int64, device=device),
+        return (torch.zeros(groups * 2 * split, dtype=torch.float32, device=device),
                 torch.zeros(groups, dtype=torch.int32, device=device))
 
 
