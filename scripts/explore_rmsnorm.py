@@ -1,8 +1,8 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|wide-lite|cliff|tiny] [--focus] [--budget S] [--dry]
-                    [--quant] [--wdtype bf16|fp32]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|large|cliff|tiny] [--focus] [--budget S] [--dry]
+                    [--quant] [--wdtype bf16|fp32] [--two-pass]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
@@ -22,7 +22,9 @@ import math
 import torch
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
+from ridgeline.kernels._launch import interpreter_enabled
 from ridgeline.kernels.rmsnorm import (
+    LaunchConfig,
     _launch,
     candidate_configs,
     config_for,
@@ -65,9 +67,16 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
                     for regs in (0, 40)]
     if default.split:  # the weight loaded with x or after the wait, and the two-pass kernel split rows replace
         out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
-    elif not quant and n >= 16384:
+    elif not quant and n >= 16384 and not interpreter_enabled():  # (split rows need a GPU)
         out += split_candidates(n)
     return out
+
+
+def small_chunk_two_pass(n: int) -> list:
+    """Two passes over 1K-4K-column chunks, one program per row, L2 hints: torch.compile's layout for RMSNorm at
+    every width (scripts/inductor_code.py), which led ours by 1-4% at large aligned shapes."""
+    return [LaunchConfig(chunk, False, warps, 0, l2_hints=True)
+            for chunk, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8)) if chunk < n]
 
 
 def main() -> None:
@@ -82,12 +91,16 @@ def main() -> None:
                     help="only the default config with weight-first on/off and a 32-register cap on/off")
     ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
     ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
+    ap.add_argument("--two-pass", action="store_true",
+                    help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
     dtype = torch.bfloat16
     wdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.wdtype]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
               "wide": [(2048, 65536), (4096, 32768), (4096, 16384), (512, 131072), (1, 65536), (64, 65536)],
+              "large": [(1024, 4096), (16384, 4096), (65536, 4096), (4096, 8192), (16384, 8192), (4096, 16384),
+                        (4096, 32768), (2048, 65536)],
               "wide-lite": [(1, 65536), (64, 65536), (2048, 65536), (4096, 32768), (1, 32768), (128, 32768)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
@@ -107,6 +120,8 @@ def main() -> None:
         quant = 2 if args.quant else 0
         default = config_for(n, dtype, m, args.fused, weight_dtype=wdtype, quant=quant)
         cands = focus_configs(default, args.quant, args.fused, n) if args.focus else candidate_configs(n)
+        if args.two_pass:
+            cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,

@@ -808,6 +808,9 @@ def _launch_split(
                 weight_offset, part, sync, groups)
 
     if _INTERPRETED:  # programs run one after another: only split=1 can make progress (tests use it)
+        if cfg.split > 1:
+            raise ValueError(f"cfg: {cfg.describe()}: rows split across programs need a GPU (the interpreter runs "
+                             "programs one after another, so they would wait on each other forever)")
         groups = min(m, 4)
         part, sync = WORKSPACE.get(x.device, groups, cfg.split)
         _rms_norm_split_kernel[(groups * cfg.split,)](*args_for(part, sync, groups), **constexprs,
