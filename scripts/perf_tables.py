@@ -1,4 +1,4 @@
-"""Markdown tables for docs/perf from committed run records: ours beside every peer, per shape and regime.
+"""Markdown tables for docs/perf from committed run records: ours beside every peer, per shape, regime and variant.
 
 Usage: python scripts/perf_tables.py docs/results/h200-bench-rmsnorm-sweep.json [...]
 """
@@ -16,20 +16,24 @@ def tables(path: str) -> str:
     copy = d["device"]["copy_gbps"]
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for m in d["measurements"]:
-        rows[(m["regime"], tuple(m["shape"]))][m["impl"]] = m
+        rows[((m["regime"], m.get("variant") or ""), tuple(m["shape"]))][m["impl"]] = m
     # Every peer the run asked for: one that failed its check at every shape still gets its column ("wrong").
+    # Our other variants (e.g. ridgeline-inplace) are not peers.
+    ours = {m["impl"] for m in d["measurements"] + d.get("failures", []) if m.get("source") == "ours"}
     peers = sorted({m["impl"] for m in d["measurements"] if m.get("source") == "peer"}
-                   | {i for i in d["settings"].get("impls", []) if i != "ridgeline"})
+                   | {i for i in d["settings"].get("impls", []) if i != "ridgeline" and i not in ours
+                      and not i.startswith("ridgeline")})
     out = [f"Record: `{path}` (run {d['run_id']}, {d['env']['gpu']}, copy bandwidth C = {copy:.0f} GB/s, "
            f"floors {d['device']['floors_us']})", ""]
-    for regime in sorted({k[0] for k in rows}):
-        out += [f"**{d['settings']['op']}, bf16, {regime}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
+    for regime, variant in sorted({k[0] for k in rows}):
+        title = f"{regime}, variant {variant}" if variant else regime
+        out += [f"**{d['settings']['op']}, bf16, {title}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
                 "(best peer in bold); speedup = best peer / ours", ""]
         out.append("| shape | MB moved | ours µs | GB/s | % of C | % SOL | " + " | ".join(peers) + " | speedup |")
         out.append("|---|---:|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|")
         speedups = []
         for (reg, shape), impls in sorted(rows.items(), key=lambda kv: (kv[0][1][-1], kv[0][1])):
-            if reg != regime or "ridgeline" not in impls:
+            if reg != (regime, variant) or "ridgeline" not in impls:
                 continue
             ours = impls["ridgeline"]
             present = [impls[p] for p in peers if p in impls]
@@ -50,7 +54,8 @@ def tables(path: str) -> str:
             geo = math.exp(sum(map(math.log, good)) / len(good))
             out += ["", f"Geometric-mean speedup over the best peer: {geo:.2f}x (min {min(good):.2f}x, "
                     f"{sum(s >= 1 for s in good)}/{len(good)} shapes at least as fast)", ""]
-            if any(m.get("caveat") for m in d["measurements"] if m["regime"] == regime):
+            if any(m.get("caveat") for m in d["measurements"]
+                   if (m["regime"], m.get("variant") or "") == (regime, variant)):
                 out += ["† right values, not batch invariant: timed, and counted as a peer.", ""]
     return "\n".join(out)
 

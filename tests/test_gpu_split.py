@@ -10,7 +10,7 @@ from ridgeline.kernels.rmsnorm_split import WORKSPACE
 
 pytestmark = pytest.mark.gpu
 
-WIDE = [20000, 32768, 65536, 100001, 131072]
+WIDE = [40000, 65536, 100001, 131072]
 
 
 def reference(x: torch.Tensor, w: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
@@ -39,7 +39,7 @@ def test_split_rows_match_reference_and_are_batch_invariant(n):
     assert counters_are_zero()
 
 
-@pytest.mark.parametrize("n", [32768, 65536, 100001])
+@pytest.mark.parametrize("n", [40000, 65536, 100001])
 def test_split_fused_equals_plain_on_residual_out(n):
     x = torch.randn(257, n, device="cuda", dtype=torch.bfloat16)
     r = torch.randn_like(x)
@@ -51,7 +51,7 @@ def test_split_fused_equals_plain_on_residual_out(n):
 
 
 def test_split_many_rows_per_group_and_every_batch_size():
-    n = 32768
+    n = 40000
     x = torch.randn(5000, n, device="cuda", dtype=torch.float16)
     y = rms_norm(x, None)
     assert (y.double() - reference(x, None)).abs().max().item() < 5e-3 * 8
@@ -73,23 +73,9 @@ def test_split_strided_rows_weight_offset_and_fp32():
 
 
 def test_split_under_cuda_graph_capture_and_replay():
-    n = 65536
-    x = torch.randn(512, n, device="cuda", dtype=torch.bfloat16)
-    r = torch.randn_like(x)
-    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    rms_norm(x, w)
-    fused_add_rms_norm(x, r, w)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        y = rms_norm(x, w)
-        o, ro = fused_add_rms_norm(x, r, w)
-    for _ in range(3):
-        x.copy_(torch.randn_like(x))
-        g.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(y, rms_norm(x, w))
-        assert torch.equal(o, fused_add_rms_norm(x, r, w)[0])
+    from test_gpu import check_graph_replay
+
+    check_graph_replay(512, 65536)
     assert counters_are_zero()
 
 

@@ -173,6 +173,20 @@ def test_capture_launch_records_what_the_library_passes():
         P.capture_launches("rmsnorm", "torch-eager", (4, 64), torch.bfloat16)
 
 
+def test_capture_of_a_split_row():
+    """Rows wider than 32768 columns are split across programs (a cooperative launch): captured on the meta
+    device (as a GPU would launch it, even under the interpreter), the launch carries the split kernel, its
+    option and a grid of whole groups. (scripts/compile_configs.py --check-layouts compiles it for sm_90.)"""
+    import torch
+
+    for op in ("rmsnorm", "fused_add_rmsnorm"):
+        (launch,) = P.capture_launches(op, "ridgeline", (2048, 65536), torch.bfloat16, sm_count=132)
+        assert P._as_jit(launch.kernel).__name__ == "_rms_norm_split_kernel"
+        assert launch.options.get("launch_cooperative_grid") is True
+        assert launch.config.startswith("split 8x8192") and launch.grid % 8 == 0 and 132 <= launch.grid <= 2048 * 8
+        assert launch.args["EMULATE_RNE"] is False and launch.args["SPLIT"] == 8
+
+
 def test_capture_leaves_the_module_as_it_was():
     import torch
 

@@ -401,9 +401,10 @@ def _quant_of(op: str) -> int:
 
 
 def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, fused: bool = False, quant: int = 0) -> str:
-    from ridgeline.kernels.rmsnorm import config_for
+    from ridgeline.kernels import rmsnorm as K
 
-    return config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant).describe()
+    with _patched(K, {"_INTERPRETED": False}):  # the GPU's config, as the capture takes it
+        return K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant).describe()
 
 
 def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool = False, quant: int = 0) -> int:
@@ -411,8 +412,8 @@ def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool
 
     from ridgeline.kernels import rmsnorm as K
 
-    cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant)
-    with _patched(K, {"multiprocessor_count": lambda device: sm_count, "interpreter_enabled": lambda: False}):
+    with _patched(K, {"multiprocessor_count": lambda device: sm_count, "_INTERPRETED": False}):
+        cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant)
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
 
@@ -539,7 +540,9 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
             recorders.append(rec)
             restore.append((obj, attr, kernel))
             setattr(obj, attr, rec)
-        patches = {"require_runnable_device": lambda *a, **k: None, "multiprocessor_count": lambda device: sm_count}
+        # The launch a GPU gets, even under the CPU interpreter (which picks its own configs for wide rows).
+        patches = {"require_runnable_device": lambda *a, **k: None, "multiprocessor_count": lambda device: sm_count,
+                   "_INTERPRETED": False}
         with _patched(module, patches):
             get_spec(op).call(implementation.fn, inputs)
     finally:

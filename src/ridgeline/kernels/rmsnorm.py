@@ -57,6 +57,10 @@ MAX_SINGLE_PASS_BLOCK = 16384
 CHUNK_BLOCK = 8192
 # Programs sharing one row at most: all of a row's programs must be resident at once (H200: 264 of 16 warps).
 MAX_SPLIT = 64
+# Narrowest row split across programs. At 32768 columns the two-pass kernel was faster from 128 rows up on the
+# H200 (9.9 vs 11.2 us at 128 rows, 152.7 vs 158.9 at 4096); at 65536 the split row won at 1, 64 and 2048 rows
+# (6.9 vs 16.1, 11.2 vs 14.9, 155.7 vs 178.6 us), fused too (h200-explore-split-final*.json).
+MIN_SPLIT_COLUMNS = 32769
 
 
 @triton.jit
@@ -476,13 +480,15 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
       idle are split into power-of-two pieces (5120 = 4096 + 1024).
     - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
       others (narrower vectors need more of them in flight), between 1 and 16 warps.
-    - Wider rows: two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds
-      the row in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
+    - Rows wider than 32768 columns: split across programs of 8192 columns and 8 warps that exchange partial sums
+      (kernels/rmsnorm_split.py), every byte read once. Rows of 16K-32K columns (and where a split row cannot
+      run): two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds the row
+      in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
     """
     block = triton.next_power_of_2(n)
     if block > MAX_SINGLE_PASS_BLOCK:
         split = triton.cdiv(n, CHUNK_BLOCK)
-        if split <= MAX_SPLIT:
+        if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
@@ -527,9 +533,11 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if cfg.split:
         if quant or _INTERPRETED:
             return _quant(two_pass_config(fused), False) if quant else two_pass_config(fused)
-        # About 4 programs of 8 warps fit per SM: up to that many, each program has one row, and the weight is
-        # best loaded with x (its latency hidden); beyond, after the wait (fewer registers, more programs).
-        return _split_weight_first(cfg) if m * cfg.split <= 4 * _sm_count_hint() else cfg
+        # While each program has one row (about 4 programs of 8 warps fit per SM, 2 of the fused op's with the
+        # weight first), the weight is best loaded with x (its latency hidden): 6.9 instead of 8.4 us at 1x65536;
+        # beyond, after the wait (fewer registers, more programs): fused 64x65536 15.6 instead of 17.4 us.
+        per_sm = 2 if fused else 4
+        return _split_weight_first(cfg) if m * cfg.split <= per_sm * _sm_count_hint() else cfg
     if quant:
         return _quant(cfg, m <= _sm_count_hint())
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
@@ -587,7 +595,22 @@ def _sm_count_hint() -> int:
 _INTERPRETED = interpreter_enabled()
 
 
+# Split-row programs per SM before this process has launched that config on the device (or for a capture on the
+# meta device): 8 warps at up to 64 registers fit 4 (the shipped configs compile to 46-64 registers, 59-121 with
+# the weight first). After a launch, the driver's count for the compiled kernel (`_SPLIT_SEEN`).
+SPLIT_PROGRAMS_PER_SM_GUESS = 4
+_SPLIT_SEEN: dict[tuple, int] = {}
+
+
+def _split_key(device: torch.device, cfg: LaunchConfig) -> tuple:
+    return (device.index, cfg.block_n, cfg.split, cfg.num_warps, cfg.weight_first)
+
+
 def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
+    if cfg.split:  # groups of cfg.split programs, as many as are resident at once
+        per_sm = _SPLIT_SEEN.get(_split_key(device, cfg), SPLIT_PROGRAMS_PER_SM_GUESS)
+        per_sm = min(per_sm, cfg.programs_per_sm) if cfg.programs_per_sm else per_sm
+        return split_grid(m, cfg.split, per_sm, multiprocessor_count(device))[1]
     per_sm = cfg.programs_per_sm
     if per_sm == 0 and not _INTERPRETED:
         return max(1, m)
@@ -817,10 +840,16 @@ def _launch_split(
                                                      num_warps=cfg.num_warps)
         return
     options = {"launch_cooperative_grid": True}
+    # Everything Triton specializes the compile on (so the occupancy is that of the kernel this call launches):
+    # constexprs, dtypes, 16-byte alignment of pointers, integers equal to 1 or divisible by 16.
+    ints = (x_stride // xa, r_stride // ra, ro_stride // roa, y_stride // ya, m, n // na)
     key = (x.get_device(), *constexprs.values(), cfg.num_warps, x.dtype, w.dtype, y.dtype,
-           x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15)
+           x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
+           *((i == 1, i % 16 == 0) for i in ints))
     resident = _SPLIT_RESIDENT.get(key)
-    if resident is None:
+    if resident is None and not (x.is_cuda and hasattr(_rms_norm_split_kernel, "warmup")):
+        resident = SPLIT_PROGRAMS_PER_SM_GUESS  # a capture of the launch (scripts, `ridgeline profile`), no GPU
+    elif resident is None:
         part, sync = WORKSPACE.get(x.device, 1, cfg.split)
         compiled = _rms_norm_split_kernel.warmup(*args_for(part, sync, 1), grid=(1,), **constexprs,
                                                  num_warps=cfg.num_warps, **options)
@@ -831,6 +860,7 @@ def _launch_split(
     if cfg.split > sms * per_sm:
         raise ValueError(f"cfg: {cfg.describe()}: {cfg.split} programs per row cannot be resident at once "
                          f"({sms * per_sm} fit)")
+    _SPLIT_SEEN[_split_key(x.device, cfg)] = resident
     groups, grid = split_grid(m, cfg.split, per_sm, sms)
     part, sync = WORKSPACE.get(x.device, groups, cfg.split)
     _SPLIT_LAUNCHER.launch(grid, args_for(part, sync, groups), constexprs, cfg.num_warps, options=options)

@@ -3,9 +3,10 @@ row exchange their partial sums of squares through global memory, so every byte 
 
 A row of 65536 bf16 columns (128 KB) does not fit one program's registers. The two-pass kernel re-reads it from
 L2, and with hundreds of rows in flight part of that re-read misses (0.71 of the speed of light at 2048x65536 on
-the H200). Here SPLIT programs share a row; each keeps its chunk of x and of the weight in registers, publishes
-its chunk's sum of squares, waits until the row's SPLIT partials are in, sums them in a fixed order and writes its
-chunk of y.
+the H200). Here SPLIT programs share a row; each keeps its chunk of x in registers (in x's own 16-bit type while
+it waits), publishes its chunk's sum of squares, waits until the row's SPLIT partials are in, sums them in a fixed
+order and writes its chunk of y. Its chunk of the weight is loaded with x when the program has few rows (latency
+hidden) or after the wait (from L1, registers spared); the caller chooses (WEIGHT_FIRST).
 
 The grid is persistent: `groups` groups of SPLIT programs, group g handling rows g, g + groups, ... Programs of a
 group wait on each other, so all must be resident at once: the launch is cooperative (the driver refuses a grid
@@ -116,13 +117,13 @@ class SplitWorkspace:
     with eager calls or with another graph."""
 
     def __init__(self) -> None:
-        self._by_stream: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._by_stream: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(self, device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(partial slots float32 [groups * 2 * split], counters int32 [groups]), zeroed, for launches on the
         current stream."""
-        if device.type != "cuda":  # the CPU interpreter (tests)
-            key = (-1, 0)
+        if device.type != "cuda":  # the CPU interpreter (tests), or a capture on the meta device
+            key = (str(device), 0)
         elif torch.cuda.is_current_stream_capturing():
             return self._new(device, groups, split)
         else:
