@@ -263,8 +263,8 @@ def check_split_one(n, x, r, w, cfg):
     assert torch.equal(res, x + r)
     assert torch.equal(out, run(cfg, res, w)[0])
     assert torch.equal(run(cfg, x[4:5], w)[0], y[4:5])
-    for slots, sync in WORKSPACE._by_stream.values():
-        assert int(sync.abs().sum()) == 0 and int(slots.abs().sum()) == 0  # left at 0 for the next launch
+    slots, sync = WORKSPACE._by_stream[(str(x.device), 0)]
+    assert int(sync.abs().sum()) == 0 and int(slots.abs().sum()) == 0  # left at 0 for the next launch
 
 
 def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
