@@ -710,7 +710,7 @@ def _last_piece(cfg: LaunchConfig) -> int:
 
 def kernel_constexprs(
     cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool, has_weight: bool, one_row: bool,
-    quant: int = 0, n: int = 0,
+    quant: int = 0,
 ) -> dict[str, object]:
     """The kernel's compile-time arguments, in signature order: (x, residual, residual_out, y, N) alignments,
     the op's flags (quant: 0 none, 1 static FP8 scale, 2 dynamic per-row FP8 scales) and the launch config."""
@@ -788,7 +788,7 @@ def _launch(
     xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
     grid = _grid(m, cfg, x.device)
     constexprs = kernel_constexprs(cfg, (xa, ra, roa, ya, na), has_res, weight is not None,
-                                   cfg.loop_free and grid == m, quant, n)
+                                   cfg.loop_free and grid == m, quant)
     _LAUNCHER.launch(
         grid,
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
@@ -802,7 +802,7 @@ def _launch(
 
 
 def split_constexprs(cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool,
-                     has_weight: bool, n: int) -> dict[str, object]:
+                     has_weight: bool) -> dict[str, object]:
     """The split kernel's compile-time arguments (kernels/rmsnorm_split.py), in signature order."""
     xa, ra, roa, ya, na = aligns
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
@@ -824,7 +824,7 @@ def _launch_split(
     """A row split across cfg.split programs (kernels/rmsnorm_split.py): a persistent, cooperative grid of as many
     groups of them as are resident at once (all of a group's programs must run together)."""
     xa, ra, roa, ya, na = aligns = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
-    constexprs = split_constexprs(cfg, aligns, has_res, has_weight, n)
+    constexprs = split_constexprs(cfg, aligns, has_res, has_weight)
 
     def args_for(part: torch.Tensor, sync: torch.Tensor, groups: int) -> tuple:
         return (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
@@ -836,8 +836,7 @@ def _launch_split(
                              "programs one after another, so they would wait on each other forever)")
         groups = min(m, 4)
         part, sync = WORKSPACE.get(x.device, groups, cfg.split)
-        _rms_norm_split_kernel[(groups * cfg.split,)](*args_for(part, sync, groups), **constexprs,
-                                                     num_warps=cfg.num_warps)
+        _SPLIT_LAUNCHER.launch(groups, args_for(part, sync, groups), constexprs, cfg.num_warps)
         return
     options = {"launch_cooperative_grid": True}
     # Everything Triton specializes the compile on (so the occupancy is that of the kernel this call launches):
