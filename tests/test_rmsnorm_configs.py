@@ -292,3 +292,32 @@ def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
             run(LaunchConfig(64, False, 1, split=2), x, w)
     with pytest.raises(ValueError, match="not a one-pass layout"):
         LaunchConfig(64, True, 1, split=2)
+
+
+def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
+    """The exchange is right only if the partial's store and the release add are issued by the same thread (PTX
+    orders them by program order): compiled for sm_90, both must carry the same predicate, and the acquire spin
+    must stay inside the row loop."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; sys.path.insert(0, 'scripts')\n"
+        "from compile_configs import launch_for\n"
+        "from ridgeline.harness.profile import aot_compile\n"
+        "from ridgeline.kernels.rmsnorm import launch_config\n"
+        "for fused in (False, True):\n"
+        "    print(aot_compile(launch_for(65536, launch_config(65536, torch.bfloat16, fused), fused)).asm['ptx'])\n"
+        "    print('=====')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for ptx in res.stdout.split("=====")[:2]:
+        store = re.search(r"@(%p\d+) st\.global\.b32 \[ %rd\d+ \+ 0 \], \{ %r\d+ \};\s*\n[^@]*"
+                          r"@(%p\d+) atom\.global\.gpu\.release\.add", ptx)
+        assert store and store.group(1) == store.group(2), "partial store and release add on different predicates"
+        assert "ld.global.gpu.acquire" in ptx or "atom.global.gpu.acquire" in ptx

@@ -531,7 +531,9 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
     if cfg.split:
-        if quant or _INTERPRETED:
+        # (A row's programs must all be resident: at least 2 of 8 warps fit per SM, so up to 2 per SM always do;
+        # a small GPU, e.g. a MIG slice, takes two passes for rows split wider than that.)
+        if quant or _INTERPRETED or cfg.split > 2 * _sm_count_hint():
             return _quant(two_pass_config(fused), False) if quant else two_pass_config(fused)
         # While each program has one row (about 4 programs of 8 warps fit per SM, 2 of the fused op's with the
         # weight first), the weight is best loaded with x (its latency hidden): 6.9 instead of 8.4 us at 1x65536;
@@ -840,11 +842,11 @@ def _launch_split(
         return
     options = {"launch_cooperative_grid": True}
     # Everything Triton specializes the compile on (so the occupancy is that of the kernel this call launches):
-    # constexprs, dtypes, 16-byte alignment of pointers, integers equal to 1 or divisible by 16.
+    # constexprs, dtypes, 16-byte alignment of pointers, integers equal to 1, divisible by 16 or 64-bit.
     ints = (x_stride // xa, r_stride // ra, ro_stride // roa, y_stride // ya, m, n // na)
     key = (x.get_device(), *constexprs.values(), cfg.num_warps, x.dtype, w.dtype, y.dtype,
            x.data_ptr() & 15, r.data_ptr() & 15, ro.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
-           *((i == 1, i % 16 == 0) for i in ints))
+           *((i == 1, i % 16 == 0, i < 2**31) for i in ints))
     resident = _SPLIT_RESIDENT.get(key)
     if resident is None and not (x.is_cuda and hasattr(_rms_norm_split_kernel, "warmup")):
         resident = SPLIT_PROGRAMS_PER_SM_GUESS  # a capture of the launch (scripts, `ridgeline profile`), no GPU
