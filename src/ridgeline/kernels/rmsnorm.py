@@ -605,7 +605,8 @@ _SPLIT_SEEN: dict[tuple, int] = {}
 
 
 def _split_key(device: torch.device, cfg: LaunchConfig) -> tuple:
-    return (device.index, cfg.block_n, cfg.split, cfg.num_warps, cfg.weight_first)
+    # ("cuda" without an index, as reports pass it, is the current device: 0 in a one-GPU process.)
+    return (device.index or 0, cfg.block_n, cfg.split, cfg.num_warps, cfg.weight_first)
 
 
 def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
