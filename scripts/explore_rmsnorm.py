@@ -20,6 +20,7 @@ import json
 import math
 
 import torch
+import triton
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
 from ridgeline.kernels._launch import interpreter_enabled
@@ -69,6 +70,9 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
         out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
     elif not quant and n >= 16384 and not interpreter_enabled():  # (split rows need a GPU)
         out += split_candidates(n)
+    if not quant and 16384 <= n <= 32768:  # the whole row in one program of 32 warps (torch.compile's choice)
+        out += [LaunchConfig(triton.next_power_of_2(n), True, 32, loop_free=True, weight_first=wf)
+                for wf in (False, True)]
     return out
 
 
@@ -101,7 +105,8 @@ def main() -> None:
               "wide": [(2048, 65536), (4096, 32768), (4096, 16384), (512, 131072), (1, 65536), (64, 65536)],
               "large": [(1024, 4096), (16384, 4096), (65536, 4096), (4096, 8192), (16384, 8192), (4096, 16384),
                         (4096, 32768), (2048, 65536)],
-              "wide-lite": [(1, 65536), (64, 65536), (2048, 65536), (4096, 32768), (1, 32768), (128, 32768)],
+              "wide-lite": [(1, 65536), (64, 65536), (2048, 65536), (4096, 32768), (1, 32768), (128, 32768),
+                            (4096, 16384), (4096, 20000)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]

@@ -423,8 +423,8 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
     unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
     out = []
     block = triton.next_power_of_2(n)
-    if block <= 16384:
-        for warps in (1, 2, 4, 8, 16):
+    if block <= 2 * MAX_SINGLE_PASS_BLOCK:  # (32768 columns in one pass: 32 warps, 64 registers, no spills)
+        for warps in (1, 2, 4, 8, 16, 32):
             layouts = [(block, 0, 0)]
             pieces = row_pieces(n, min_piece=32 * warps)
             if len(pieces) > 1 and pieces[0] != block:
