@@ -610,9 +610,13 @@ def _split_key(device: torch.device, cfg: LaunchConfig) -> tuple:
 
 
 def _grid(m: int, cfg: LaunchConfig, device: torch.device) -> int:
-    if cfg.split:  # groups of cfg.split programs, as many as are resident at once
+    if cfg.split:  # groups of cfg.split programs, as many as are resident at once (capped by the config)
         per_sm = _SPLIT_SEEN.get(_split_key(device, cfg), SPLIT_PROGRAMS_PER_SM_GUESS)
-        per_sm = min(per_sm, cfg.programs_per_sm) if cfg.programs_per_sm else per_sm
+        if cfg.programs_per_sm:
+            per_sm = min(per_sm, cfg.programs_per_sm)
+        if cfg.split > per_sm * multiprocessor_count(device):
+            raise ValueError(f"cfg: {cfg.describe()}: {cfg.split} programs per row cannot be resident at once "
+                             f"({per_sm * multiprocessor_count(device)} fit)")
         return split_grid(m, cfg.split, per_sm, multiprocessor_count(device))[1]
     per_sm = cfg.programs_per_sm
     if per_sm == 0 and not _INTERPRETED:
@@ -857,13 +861,9 @@ def _launch_split(
                                                  num_warps=cfg.num_warps, **options)
         resident = resident_programs(x.device, compiled, cfg.num_warps)
         _SPLIT_RESIDENT[key] = resident
-    per_sm = min(resident, cfg.programs_per_sm) if cfg.programs_per_sm else resident
-    sms = multiprocessor_count(x.device)
-    if cfg.split > sms * per_sm:
-        raise ValueError(f"cfg: {cfg.describe()}: {cfg.split} programs per row cannot be resident at once "
-                         f"({sms * per_sm} fit)")
     _SPLIT_SEEN[_split_key(x.device, cfg)] = resident
-    groups, grid = split_grid(m, cfg.split, per_sm, sms)
+    grid = _grid(m, cfg, x.device)
+    groups = grid // cfg.split
     part, sync = WORKSPACE.get(x.device, groups, cfg.split)
     _SPLIT_LAUNCHER.launch(grid, args_for(part, sync, groups), constexprs, cfg.num_warps, options=options)
 
