@@ -1,7 +1,7 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|wide-lite|large|cliff|tiny] [--focus] [--budget S] [--dry]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|large|cliff|odd|tiny] [--focus] [--budget S] [--dry]
                     [--quant] [--wdtype bf16|fp32] [--two-pass]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
@@ -29,6 +29,7 @@ from ridgeline.kernels.rmsnorm import (
     _launch,
     candidate_configs,
     config_for,
+    row_pieces,
     split_candidates,
     two_pass_config,
 )
@@ -70,10 +71,18 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
         out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
     elif not quant and n >= 16384 and not interpreter_enabled():  # (split rows need a GPU)
         out += split_candidates(n)
-    if not quant and 16384 <= n <= 32768:  # the whole row in one program of 32 warps (torch.compile's choice)
-        out += [LaunchConfig(triton.next_power_of_2(n), True, 32, loop_free=True, weight_first=wf)
-                for wf in (False, True)]
-    return out
+    if default.single_pass and (n * 2) % 16:  # rows off 16-byte boundaries: read as shifted aligned spans
+        for warps in sorted({4, 8, default.num_warps}):
+            # (pieces no smaller than the program's threads, as `launch_config` cuts them)
+            first, b, c = (*row_pieces(default.width(), min_piece=32 * warps), 0, 0)[:3]
+            out += [dataclasses.replace(default, shift=True, weight_first=wf, max_registers=0, num_warps=warps,
+                                        block_n=first, piece_b=b, piece_c=c) for wf in (False, True)]
+    if not quant and 16384 <= n <= 32768:  # the whole row in one program of 16 or 32 warps, one block or pieces
+        for warps in (16, 32):
+            layouts = {(triton.next_power_of_2(n), 0, 0), (*row_pieces(n, min_piece=32 * warps), 0, 0)[:3]}
+            out += [LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=wf)
+                    for first, b, c in sorted(layouts) for wf in (False, True)]
+    return list(dict.fromkeys(out))
 
 
 def small_chunk_two_pass(n: int) -> list:
@@ -107,6 +116,10 @@ def main() -> None:
                         (4096, 32768), (2048, 65536)],
               "wide-lite": [(1, 65536), (64, 65536), (2048, 65536), (4096, 32768), (1, 32768), (128, 32768),
                             (4096, 16384), (4096, 20000)],
+              "w32k": [(4096, 32768), (1024, 32768), (128, 32768), (1, 32768), (4096, 20000), (4096, 24576),
+                       (2048, 16896), (16, 20000)],
+              "odd": [(4096, 4100), (4096, 5125), (1024, 5125), (16384, 5125), (4096, 4097), (1, 5125),
+                      (128, 5125), (16384, 4100)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
@@ -131,7 +144,7 @@ def main() -> None:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
-                   "joint_max": cfg.joint_max,
+                   "joint_max": cfg.joint_max, "shift": cfg.shift,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
                    "bytes": bytes_moved}
