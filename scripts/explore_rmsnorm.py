@@ -71,17 +71,14 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
         out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
     elif not quant and n >= 16384 and not interpreter_enabled():  # (split rows need a GPU)
         out += split_candidates(n)
-    if default.single_pass and (n * 2) % 16:  # rows off 16-byte boundaries: read as shifted aligned spans
-        for warps in sorted({4, 8, default.num_warps}):
-            # (pieces no smaller than the program's threads, as `launch_config` cuts them)
-            first, b, c = (*row_pieces(default.width(), min_piece=32 * warps), 0, 0)[:3]
-            out += [dataclasses.replace(default, shift=True, weight_first=wf, max_registers=0, num_warps=warps,
-                                        block_n=first, piece_b=b, piece_c=c) for wf in (False, True)]
     if not quant and 16384 <= n <= 32768:  # the whole row in one program of 16 or 32 warps, one block or pieces
         for warps in (16, 32):
             layouts = {(triton.next_power_of_2(n), 0, 0), (*row_pieces(n, min_piece=32 * warps), 0, 0)[:3]}
             out += [LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=wf)
                     for first, b, c in sorted(layouts) for wf in (False, True)]
+            # Two passes over one chunk the width of the row: the second re-reads x from L1/L2 instead of
+            # holding it through the reduction (torch.compile's reduction kernel with R0_BLOCK = the row).
+            out.append(LaunchConfig(triton.next_power_of_2(n), False, warps, 0, l2_hints=True))
     return list(dict.fromkeys(out))
 
 
@@ -144,7 +141,7 @@ def main() -> None:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
-                   "joint_max": cfg.joint_max, "shift": cfg.shift,
+                   "joint_max": cfg.joint_max,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
                    "bytes": bytes_moved}

@@ -109,55 +109,6 @@ def _load_piece(
 
 
 @triton.jit
-def _aligned_span(base, e, N, SPAN: tl.constexpr, EXACT: tl.constexpr):
-    """The row at element e of `base` (a 16-byte-aligned address) read as its 16-byte-aligned span: full-width
-    vector loads whatever the row's own alignment (an odd hidden size leaves each row at another one). Returns
-    the span and the row's start in it. The span reaches up to 15 bytes before and after the row, inside the
-    row's first and last 16 bytes (so inside their pages: such a read cannot fault); those lanes are discarded.
-    EXACT (the CPU interpreter, which reads host memory) reads the row's columns only."""
-    VEC: tl.constexpr = 128 // base.dtype.element_ty.primitive_bitwidth
-    start = (e // VEC) * VEC
-    offs = start + tl.arange(0, SPAN)
-    if EXACT:
-        span = tl.load(base + offs, mask=(offs >= e) & (offs < e + N), other=0.0)
-    else:
-        end = ((e + N + VEC - 1) // VEC) * VEC
-        span = tl.load(base + offs, mask=offs < end, other=0.0)
-    return span, (e - start).to(tl.int32)
-
-
-@triton.jit
-def _from_span(span, shift, off, N, P: tl.constexpr, MASKED: tl.constexpr):
-    """Columns [off, off + P) of a row out of its aligned span (columns past the row: 0). The gather moves each
-    value to its column's lane, so the row's register layout, hence the order of its sum, is that of the
-    columns, not of the row's address."""
-    c = off + tl.arange(0, P)
-    x = tl.gather(span, c + shift, 0)
-    if MASKED:
-        x = tl.where(c < N, x, 0.0)
-    return x
-
-
-@triton.jit
-def _load_piece_shifted(
-    x_span, x_shift, r_span, r_shift, ro_row, W, off, N,
-    P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, LOAD_W: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
-):
-    """`_load_piece` for rows read as aligned spans (`_aligned_span`)."""
-    c = off + tl.arange(0, P)
-    x = _from_span(x_span, x_shift, off, N, P, MASKED)
-    if HAS_RESIDUAL:
-        r = _from_span(r_span, r_shift, off, N, P, MASKED)
-        x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
-        _store(ro_row + c, x, c, N, MASKED)
-    w = x
-    if LOAD_W:
-        w = _load_weight(W, off, N, P, MASKED)
-    return x, w
-
-
-@triton.jit
 def _sum_sq(x):
     xf = x.to(tl.float32)
     return tl.sum(xf * xf, axis=0)
@@ -217,8 +168,7 @@ def _norm_row(
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, SHIFT_SPAN: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -245,30 +195,14 @@ def _norm_row(
         B_OFF: tl.constexpr = BLOCK_N
         C_OFF: tl.constexpr = BLOCK_N + PIECE_B
         W_EARLY: tl.constexpr = HAS_WEIGHT and WEIGHT_FIRST
-        if SHIFT_SPAN > 0:
-            # Rows not on 16-byte boundaries (odd hidden sizes): each read as its aligned span, then shifted
-            # into place (`_aligned_span`), instead of 2- or 8-byte loads.
-            x_span, x_shift = _aligned_span(X, row64 * x_stride_q * X_ALIGN, N, SHIFT_SPAN, EMULATE_RNE)
-            r_span, r_shift = x_span, x_shift
-            if HAS_RESIDUAL:
-                r_span, r_shift = _aligned_span(R, row64 * r_stride_q * R_ALIGN, N, SHIFT_SPAN, EMULATE_RNE)
-            xa, wa = _load_piece_shifted(x_span, x_shift, r_span, r_shift, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
-                                         HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-            if PIECE_B > 0:
-                xb, wb = _load_piece_shifted(x_span, x_shift, r_span, r_shift, ro_row, W, B_OFF, N, PIECE_B,
-                                             PIECE_C == 0, HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-            if PIECE_C > 0:
-                xc, wc = _load_piece_shifted(x_span, x_shift, r_span, r_shift, ro_row, W, C_OFF, N, PIECE_C, True,
-                                             HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-        else:
-            xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
+        xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
+                             HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
+        if PIECE_B > 0:
+            xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
                                  HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-            if PIECE_B > 0:
-                xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
-                                     HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
-            if PIECE_C > 0:
-                xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
-                                     HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
+        if PIECE_C > 0:
+            xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
+                                 HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
         if JOINT:
@@ -377,7 +311,7 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, SHIFT_SPAN: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -386,14 +320,13 @@ def _rms_norm_kernel(
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, SHIFT_SPAN,
-                  EMULATE_RNE)
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, SHIFT_SPAN, EMULATE_RNE)
+                      QUANT, JOINT_MAX, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -432,11 +365,6 @@ class LaunchConfig:
     # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
     # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
     split: int = 0
-    # One pass, rows off 16-byte boundaries (hidden sizes not a multiple of 16 bytes): each row is read as the
-    # 16-byte-aligned span around it and shifted into place (a gather through shared memory), so x (and the
-    # residual) move in 16-byte vectors instead of 2- or 8-byte ones. Changes the row's register layout, so like
-    # the layout it depends on N and dtypes only.
-    shift: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -445,8 +373,6 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: row pieces are a one-pass layout")
         if self.split and self.single_pass:
             raise ValueError("LaunchConfig: a split row is not a one-pass layout")
-        if self.shift and not self.single_pass:
-            raise ValueError("LaunchConfig: shifted spans are a one-pass layout")
 
 
     def width(self) -> int:
@@ -470,7 +396,7 @@ class LaunchConfig:
                 " w-first" if self.weight_first else "")
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
-            return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}" + (" shift" if self.shift else "")
+            return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
         extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
@@ -785,18 +711,6 @@ def row_alignments(n: int, strides: tuple[int, int, int, int]) -> tuple[int, int
     return xa, ra, roa, ya, na
 
 
-def shift_span(cfg: LaunchConfig) -> int:
-    """Columns of the aligned span a shifted row is read as (0: not shifted): the row plus up to 7 columns before
-    it (16 bytes of 2-byte values), rounded up to a power of two."""
-    return triton.next_power_of_2(cfg.width() + 7) if cfg.shift else 0
-
-
-def _aligned_rows(t: torch.Tensor) -> torch.Tensor:
-    """t, or a copy of it starting on a 16-byte boundary: the shifted-span kernel reads rows relative to the
-    tensor's address (`_aligned_span`). Same values, same bits out (the row's layout ignores its address)."""
-    return t.clone(memory_format=torch.contiguous_format) if t.data_ptr() & 15 else t
-
-
 def _last_piece(cfg: LaunchConfig) -> int:
     return cfg.piece_c or cfg.piece_b or cfg.block_n
 
@@ -813,7 +727,7 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "SHIFT_SPAN": shift_span(cfg), "EMULATE_RNE": _INTERPRETED}
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
@@ -848,13 +762,6 @@ def _launch(
     elif cfg.split and (cfg.width() < n or cfg.block_n * (cfg.split - 1) >= n):
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns (each program needs columns)")
     has_res = r is not None
-    if cfg.shift and x.is_cuda and (x.data_ptr() & 15 or (has_res and r.data_ptr() & 15)):
-        # (Rare: a view starting off 16 bytes. Read from an aligned copy; in-place outputs still go to x and ro.)
-        x_in, r_in = _aligned_rows(x), _aligned_rows(r) if has_res else None
-        x_stride = x_stride if x_in is x else n
-        r_stride = r_stride if r_in is r else n
-        return _launch(x_in, x_stride, r_in, r_stride, ro, ro_stride, weight, y, y_stride, m, n, eps,
-                       weight_offset, cfg, quant, scale)
     if not has_res:
         r, r_stride, ro, ro_stride = x, x_stride, y, y_stride
     w = weight if weight is not None else x
