@@ -1,8 +1,8 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|wide-lite|large|cliff|odd|tiny] [--focus] [--budget S] [--dry]
-                    [--quant] [--wdtype bf16|fp32] [--two-pass]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|large|cliff|odd|tiny] [--focus]
+                    [--budget S] [--dry] [--quant] [--wdtype bf16|fp32] [--two-pass]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off

@@ -51,9 +51,18 @@ from ridgeline.kernels.rmsnorm_split import (
     split_grid,
 )
 
-# Widest row held whole in one program's registers; wider rows are split across programs in chunks of this many
-# columns (or, where that cannot run, loop over them twice).
-MAX_SINGLE_PASS_BLOCK = 16384
+# Widest row held whole in one program's registers (64 KB: 32768 16-bit columns over 16 warps, 114-126
+# registers, no spills for sm_90); wider rows are split across programs in chunks of CHUNK_BLOCK columns (or,
+# where that cannot run, loop over them twice).
+MAX_SINGLE_PASS_BYTES = 65536
+# One pass over more columns than this: the FP8 epilogues keep two passes (their max needs more registers;
+# not measured in one pass), as does a weight wider than x loaded with it (it would not fit 128 registers).
+WIDE_ONE_PASS = 16384
+# A thread holding more columns than this in a one-pass row of pieces loads the weight after the reduction once
+# there is more than one row per SM: at 40 (20000 columns, 16 warps) the weight's registers (79 instead of 62)
+# leave one program per SM instead of two, 134.0 vs 94.4 us at 4096x20000; at 33 (16896) it fits in 64 (2048
+# rows: 43.3 weight first vs 44.9 after; h200-explore-s5-w32k*.json).
+LEAN_PIECES_COLUMNS_PER_THREAD = 36
 CHUNK_BLOCK = 8192
 # Programs sharing one row at most: all of a row's programs must be resident at once (H200: 264 of 16 warps).
 MAX_SPLIT = 64
@@ -423,7 +432,7 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
     unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
     out = []
     block = triton.next_power_of_2(n)
-    if block <= 2 * MAX_SINGLE_PASS_BLOCK:  # (32768 columns in one pass: 32 warps, 64 registers, no spills)
+    if block <= 32768:  # (32768 columns in one pass: 32 warps, 64 registers, no spills)
         for warps in (1, 2, 4, 8, 16, 32):
             layouts = [(block, 0, 0)]
             pieces = row_pieces(n, min_piece=32 * warps)
@@ -475,18 +484,18 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     What decides the arithmetic (row layout, warps, one pass or two) depends on n and the dtype only, and is the
     same for the plain and the fused op: outputs are batch invariant and `fused.out == rms_norm(residual_out)`
     bitwise. The other knobs change no bit and may follow the op (and, in `config_for`, the row count).
-    - Rows up to 16K columns stay in registers (one pass), loaded with the weight before the reduction, one
-      program per row without a loop. Rows whose power-of-two block would leave over a quarter of the lanes
-      idle are split into power-of-two pieces (5120 = 4096 + 1024).
+    - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
+      reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
+      of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 20000 = 16384 + 2048 + 2048).
     - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
       others (narrower vectors need more of them in flight), between 1 and 16 warps.
-    - Rows wider than 32768 columns: split across programs of 8192 columns and 8 warps that exchange partial sums
-      (kernels/rmsnorm_split.py), every byte read once. Rows of 16K-32K columns (and where a split row cannot
-      run): two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds the row
-      in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
+    - Wider rows: split across programs of 8192 columns and 8 warps that exchange partial sums
+      (kernels/rmsnorm_split.py), every byte read once. Where a split row cannot run (and fp32 rows of 16K-32K
+      columns): two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds the
+      row in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
     """
     block = triton.next_power_of_2(n)
-    if block > MAX_SINGLE_PASS_BLOCK:
+    if block * dtype.itemsize > MAX_SINGLE_PASS_BYTES:
         split = triton.cdiv(n, CHUNK_BLOCK)
         if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
@@ -501,6 +510,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     else:
         first, b, c = block, 0, 0
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+    if b and cfg.width() > LEAN_PIECES_COLUMNS_PER_THREAD * 32 * warps:
+        cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
@@ -541,6 +552,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         per_sm = 2 if fused else 4
         return _split_weight_first(cfg) if m * cfg.split <= per_sm * _sm_count_hint() else cfg
     if quant:
+        if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
+            return _quant(two_pass_config(fused), False)
         return _quant(cfg, m <= _sm_count_hint())
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
         # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
@@ -548,7 +561,7 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # (h200-bench-rmsnorm-wfp32.json). Uncapped; loaded with x up to two rows per SM (decode: 1.56 instead
         # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
         # after the reduction beyond.
-        return _wide_weight(cfg, m <= 2 * _sm_count_hint())
+        return _wide_weight(cfg, m <= 2 * _sm_count_hint() and cfg.width() <= WIDE_ONE_PASS)
     lo, hi = cfg.lean_zone
     if hi and lo * _sm_count_hint() < m <= hi * _sm_count_hint():
         return _lean(cfg)
