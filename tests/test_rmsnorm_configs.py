@@ -295,6 +295,26 @@ def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
         LaunchConfig(64, True, 1, split=2)
 
 
+def test_rows_of_16k_to_32k_columns_take_one_pass_where_registers_allow():
+    """16-bit rows up to 32768 columns: one pass of 16 warps (a block, or pieces where a block would idle over a
+    quarter of its lanes), the same layout for both ops at any row count; the weight after the reduction beyond
+    one row per SM only where holding it costs a program per SM (20000, not 16896). fp32 rows (128 KB), FP8
+    epilogues and a weight wider than x there keep what fits: two passes, or the weight after the reduction."""
+    from ridgeline.kernels.rmsnorm import config_for, two_pass_config
+
+    bf16 = torch.bfloat16
+    for n, layout in ((16896, (16384, 512, 0)), (20000, (16384, 2048, 2048)), (24576, (32768, 0, 0)),
+                      (32768, (32768, 0, 0))):
+        cfgs = [config_for(n, bf16, m, fused) for m in (1, 132, 133, 4096) for fused in (False, True)]
+        assert {(c.single_pass, c.block_n, c.piece_b, c.piece_c, c.num_warps) for c in cfgs} == {(True, *layout, 16)}
+        assert config_for(n, bf16, 132).weight_first
+        assert config_for(n, bf16, 4096).weight_first == (n != 20000), n
+        assert not config_for(n, bf16, 8, quant=2).single_pass and not config_for(n, bf16, 8, quant=1).single_pass
+        assert not config_for(n, bf16, 8, weight_dtype=torch.float32).weight_first
+        assert config_for(n, torch.float32, 8) == two_pass_config(False)
+    assert launch_config(16384, torch.float32).single_pass  # (64 KB: the widest one-pass row)
+
+
 def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
     """The exchange is right only if the partial's store and the release add are issued by the same thread (PTX
     orders them by program order): compiled for sm_90, both must carry the same predicate, and the acquire spin
