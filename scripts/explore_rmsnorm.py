@@ -1,7 +1,7 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|large|cliff|odd|tiny] [--focus]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|cliff|odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--wdtype bf16|fp32] [--two-pass]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
@@ -115,6 +115,7 @@ def main() -> None:
                             (4096, 16384), (4096, 20000)],
               "w32k": [(4096, 32768), (1024, 32768), (128, 32768), (1, 32768), (4096, 20000), (4096, 24576),
                        (2048, 16896), (16, 20000)],
+              "w32k-lite": [(4096, 32768), (4096, 24576), (4096, 20000), (1024, 32768)],
               "odd": [(4096, 4100), (4096, 5125), (1024, 5125), (16384, 5125), (4096, 4097), (1, 5125),
                       (128, 5125), (16384, 4100)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],

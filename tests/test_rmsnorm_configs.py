@@ -264,7 +264,7 @@ def check_split_one(n, x, r, w, cfg):
     assert torch.equal(res, x + r)
     assert torch.equal(out, run(cfg, res, w)[0])
     assert torch.equal(run(cfg, x[4:5], w)[0], y[4:5])
-    slots, sync = WORKSPACE._by_stream[(str(x.device), 0)]
+    slots, sync = WORKSPACE.get(x.device, 1, cfg.split)  # (this stream's workspace, as the launch took it)
     assert int(sync.abs().sum()) == 0 and int(slots.abs().sum()) == 0  # left at 0 for the next launch
 
 

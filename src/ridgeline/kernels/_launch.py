@@ -15,6 +15,31 @@ def interpreter_enabled() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _scalar_loop_bounds_in_old_interpreters() -> None:
+    """Triton 3.6's CPU interpreter holds scalars as 1-element arrays and turns a loop bound into an int with
+    `int(array)`, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars"): every
+    kernel loop with a run-time bound (the grid-stride loop, the two-pass kernel's chunks) failed there. Triton
+    3.7 squeezes the array first; the same conversion is patched in for older interpreters."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - a Triton without the interpreter
+        return
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None or getattr(patch_tensor, "ridgeline_squeezes_index", False):
+        return
+
+    def patched(tensor, scope):  # (scope restores every attribute it set, last first, after the launch)
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patched.ridgeline_squeezes_index = True
+    interpreter._patch_lang_tensor = patched
+
+
+if interpreter_enabled():
+    _scalar_loop_bounds_in_old_interpreters()
+
+
 def _dtype_names(dtypes: tuple[torch.dtype, ...]) -> str:
     return ", ".join(str(d).replace("torch.", "") for d in dtypes)
 
