@@ -313,6 +313,7 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_where_registers_allow():
         assert not config_for(n, bf16, 8, weight_dtype=torch.float32).weight_first
         assert config_for(n, torch.float32, 8) == two_pass_config(False)
     assert launch_config(16384, torch.float32).single_pass  # (64 KB: the widest one-pass row)
+    assert config_for(5125, bf16, 4096).weight_first  # (the weight-after rule is for rows wider than 16384)
 
 
 def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
