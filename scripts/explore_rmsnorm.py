@@ -85,9 +85,11 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
 def small_chunk_two_pass(n: int) -> list:
     """Two passes over 1K-4K-column chunks, one program per row, L2 hints: torch.compile's layout for RMSNorm at
     every width (scripts/inductor_code.py), which led ours by 1-4% at large aligned shapes."""
-    return [LaunchConfig(chunk, False, warps, 0, l2_hints=True)
-            for chunk, warps in ((1024, 4), (2048, 4), (2048, 8), (2048, 16), (4096, 8), (4096, 16), (8192, 16),
-                                 (16384, 32)) if chunk < n]
+    out = [LaunchConfig(chunk, False, warps, 0, l2_hints=True)
+           for chunk, warps in ((1024, 4), (2048, 4), (2048, 8), (2048, 16), (4096, 8), (4096, 16), (8192, 16),
+                                (16384, 32)) if chunk < n]
+    # (and without the grid-stride loop around the row, as inductor's kernel has none)
+    return out + [dataclasses.replace(c, loop_free=True) for c in out if c.num_warps == 16 or c.block_n == 16384]
 
 
 def main() -> None:
