@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|cliff|odd|tiny] [--focus]
-                    [--budget S] [--dry] [--quant] [--wdtype bf16|fp32] [--two-pass]
+                    [--budget S] [--dry] [--quant] [--wdtype bf16|fp32] [--two-pass] [--unroll]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
@@ -104,6 +104,8 @@ def main() -> None:
                     help="only the default config with weight-first on/off and a 32-register cap on/off")
     ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
     ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
+    ap.add_argument("--unroll", action="store_true",
+                    help="also two passes over 2K-16K chunks, one program per row, each pass unrolled 1, 2 or 4 times")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -141,6 +143,10 @@ def main() -> None:
         cands = focus_configs(default, args.quant, args.fused, n) if args.focus else candidate_configs(n)
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
+        if args.unroll:
+            cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u)
+                             for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
+                             for u in (1, 2, 4) if chunk * u <= n]
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,

@@ -177,7 +177,8 @@ def _norm_row(
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
-    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -273,7 +274,8 @@ def _norm_row(
         # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
         # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
         amax_xw = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in range(0, N, BLOCK_N):
+        # UNROLL > 1: that many chunks' loads in flight at once (the loop's bound is only known at run time).
+        for start in tl.range(0, N, BLOCK_N, loop_unroll_factor=UNROLL):
             c = start + cols
             mask = c < N
             x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy=first_policy).to(tl.float32)
@@ -296,7 +298,7 @@ def _norm_row(
         # first (REVERSE_PASS2): the most recently read lines are the likeliest to be in L2 still.
         src_row = ro_row if HAS_RESIDUAL else x_row
         n_chunks = tl.cdiv(N, BLOCK_N)
-        for i in range(0, n_chunks):
+        for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
             if REVERSE_PASS2:
                 c = (n_chunks - 1 - i) * BLOCK_N + cols
             else:
@@ -320,7 +322,7 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -329,13 +331,14 @@ def _rms_norm_kernel(
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
-                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, EMULATE_RNE)
+                  PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
+                  EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, EMULATE_RNE)
+                      QUANT, JOINT_MAX, UNROLL, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,9 @@ class LaunchConfig:
     # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
     # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
     split: int = 0
+    # Two passes: unroll each pass's loop over chunks this many times (0/1: not), so that many chunks' loads are
+    # in flight together; changes no bit (the same additions in the same order).
+    unroll: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -406,7 +412,8 @@ class LaunchConfig:
         if self.single_pass:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
-        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else ""))
+        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
+                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
@@ -740,7 +747,7 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "EMULATE_RNE": _INTERPRETED}
+            "UNROLL": max(1, cfg.unroll), "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
