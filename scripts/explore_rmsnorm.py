@@ -105,7 +105,8 @@ def main() -> None:
     ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
     ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
     ap.add_argument("--unroll", action="store_true",
-                    help="also two passes over 2K-16K chunks, one program per row, each pass unrolled 1, 2 or 4 times")
+                    help="also two passes over 2K-16K chunks, one program per row, each pass unrolled 1, 2 or 4 "
+                         "times, the weight loaded evict_last or not")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -144,9 +145,10 @@ def main() -> None:
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
         if args.unroll:
-            cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u)
+            cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u,
+                                          weight_evict_last=wl)
                              for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
-                             for u in (1, 2, 4) if chunk * u <= n]
+                             for u in (1, 2, 4) for wl in (False, True) if chunk * u <= n and (u == 1 or not wl)]
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,

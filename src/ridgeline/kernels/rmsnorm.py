@@ -178,7 +178,7 @@ def _norm_row(
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
     L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    W_EVICT_LAST: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -270,6 +270,7 @@ def _norm_row(
         # L2_HINTS keeps the first pass's lines in L2 (evict_last) and lets the second pass drop them.
         first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
         second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
+        w_policy: tl.constexpr = "evict_last" if W_EVICT_LAST else ""
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
         # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
@@ -307,7 +308,8 @@ def _norm_row(
             x = tl.load(src_row + c, mask=mask, other=0.0, eviction_policy=second_policy).to(tl.float32)
             y = x * rstd
             if HAS_WEIGHT:
-                w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+                # (W_EVICT_LAST: every row reads the weight; x's lines marked evict_last must not push it out.)
+                w = tl.load(W + c, mask=mask, other=0.0, eviction_policy=w_policy).to(tl.float32)
                 y = y * (w + weight_offset)
             if QUANT != 0:
                 y = tl.clamp(y / scale, -qmax, qmax)
@@ -322,7 +324,8 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, W_EVICT_LAST: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -332,13 +335,13 @@ def _rms_norm_kernel(
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
-                  EMULATE_RNE)
+                  W_EVICT_LAST, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, UNROLL, EMULATE_RNE)
+                      QUANT, JOINT_MAX, UNROLL, W_EVICT_LAST, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -380,6 +383,10 @@ class LaunchConfig:
     # Two passes: unroll each pass's loop over chunks this many times (0/1: not), so that many chunks' loads are
     # in flight together; changes no bit (the same additions in the same order).
     unroll: int = 0
+    # Two passes: the second pass loads the weight with evict_last, as inductor's kernel does (with L2 hints x's
+    # first-pass lines are marked evict_last and may push the weight, which every row reads, out of L2). Not
+    # measured yet (scripts/device_next.sh); changes no bit.
+    weight_evict_last: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -413,7 +420,8 @@ class LaunchConfig:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
         extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
-                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
+                         f" unroll={self.unroll}" if self.unroll > 1 else "",
+                         " w-evict-last" if self.weight_evict_last else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
@@ -747,7 +755,7 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "UNROLL": max(1, cfg.unroll), "EMULATE_RNE": _INTERPRETED}
+            "UNROLL": max(1, cfg.unroll), "W_EVICT_LAST": cfg.weight_evict_last, "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
