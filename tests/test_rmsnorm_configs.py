@@ -345,3 +345,34 @@ def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
                           r"@(%p\d+) atom\.global\.gpu\.release\.add", ptx)
         assert store and store.group(1) == store.group(2), "partial store and release add on different predicates"
         assert "ld.global.gpu.acquire" in ptx or "atom.global.gpu.acquire" in ptx
+
+
+def test_old_interpreters_convert_loop_bounds_as_triton_3_7_does():
+    """Triton 3.6's interpreter turned a loop bound into an int with int(1-element array), which NumPy 2.4
+    refuses: the shim (installed when TRITON_INTERPRET is set) squeezes first, once, however often it runs."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from ridgeline.kernels._launch import _scalar_loop_bounds_in_old_interpreters
+
+    _scalar_loop_bounds_in_old_interpreters()
+    patched = interpreter._patch_lang_tensor
+    _scalar_loop_bounds_in_old_interpreters()
+    assert interpreter._patch_lang_tensor is patched and patched.ridgeline_squeezes_index
+
+    class Scope:  # records what the interpreter's patch scope would set
+        def __init__(self):
+            self.attrs = {}
+
+        def set_attr(self, obj, name, value):
+            self.attrs[name] = value
+
+    class Handle:
+        data = np.array([7], dtype=np.int32)
+
+    class Tensor:
+        handle = Handle()
+
+    scope = Scope()
+    patched(Tensor, scope)
+    assert scope.attrs["__index__"](Tensor()) == 7
