@@ -68,13 +68,15 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
 
 
 def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
-    """(size, register layout) of every float32 tensor the compiled kernel reduces, in order."""
+    """(size, register layout) of the float32 tensors the compiled kernel reduces, in order of first use."""
     ttgir = aot_compile(launch).asm["ttgir"]
     layouts = dict(re.findall(r"(#blocked\d*) = (#ttg\.blocked<\{[^}]*\}>)", ttgir))
     # Reductions of one tensor (`...>) -> f32`) or several at once (`...>) -> (f32, f32)`: joint_max).
     reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> \(?f32", ttgir)
     # The whole layout (elements a thread, threads a warp, warps), not its name: names differ between kernels.
-    return tuple((size, layouts[name]) for size, name in reduced)
+    # Each (size, layout) once, in order of first use: the dynamic FP8 op reduces a piece's sum and max apart or,
+    # with joint_max, together, and the two must agree on the sum's layout.
+    return tuple(dict.fromkeys((size, layouts[name]) for size, name in reduced))
 
 
 def _layouts_job(job: tuple) -> tuple:
@@ -106,14 +108,11 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
         for quant, name in ((1, "static FP8"), (2, "dynamic FP8")):
             cfgs = [(config_for(n, bf16, m, fused, quant=quant), fused) for m in (few, many) for fused in
                     ((False, True) if quant == 2 else (False,))]
+            if quant == 2:  # the row's max reduced with its sum: it must sum in the same order (same bits)
+                cfgs += [(dataclasses.replace(c, weight_first=True, joint_max=True), fused) for c, fused in cfgs
+                         if c.single_pass]
             ref = (n, cfgs[0][0], False, (True,) * 5, None, has_weight, quant, bf16)
             groups[f"{name} weight={has_weight}"] = (ref, variants(cfgs, has_weight, quant, bf16))
-        # joint_max (an arithmetic choice per N, not shipped yet): its own order, as invariant.
-        # (It keeps the weight first for any row count: one config per op.)
-        joint = [(dataclasses.replace(config_for(n, bf16, few, fused, quant=2), joint_max=True), fused)
-                 for fused in (False, True)]
-        groups[f"dynamic FP8 joint-max weight={has_weight}"] = (
-            (n, joint[0][0], False, (True,) * 5, None, has_weight, 2, bf16), variants(joint, has_weight, 2, bf16))
     # Rows split across programs (GPU only: `config_for` takes two passes in the interpreter): the chunk's sum.
     split = [(c, fused) for fused in (False, True) for c in (launch_config(n, bf16, fused),) if c.split]
     split += [(dataclasses.replace(c, weight_first=not c.weight_first), fused) for c, fused in split]

@@ -170,8 +170,9 @@ def test_a_config_whose_unmasked_pieces_run_past_the_row_is_refused():
 
 @pytest.mark.parametrize("n", [700, 5120, 4100, 20000])
 def test_fp8_knobs_leave_the_bits_alone(n):
-    """The FP8 epilogue's knobs (weight first or loaded once after the reduction, register cap, persistent grid,
-    two-pass grid) give the same bits and scales: the row count may choose between them."""
+    """The FP8 epilogue's knobs (weight first or loaded once after the reduction, the row's max reduced with its
+    sum or after it, register cap, persistent grid, two-pass grid) give the same bits and scales: the row count may
+    choose between them."""
     from ridgeline.kernels.rmsnorm import config_for
 
     m = 5
@@ -180,8 +181,10 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     assert few.weight_first == few.single_pass == (n <= 16384)  # (wider FP8 rows keep two passes)
     assert not config_for(n, torch.bfloat16, 100000, quant=2).weight_first  # beyond one wave: weight after
     base = config_for(n, torch.bfloat16, m, fused=True, quant=2)
-    knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm)
-             for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)]
+    knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm,
+                                 joint_max=joint)
+             for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)
+             for joint in ((False, True) if wf else (False,))]
     outs = []
     for quant, scale in ((2, torch.empty(m, device=DEVICE)), (1, torch.tensor([0.01], device=DEVICE))):
         for cfg in knobs:

@@ -129,12 +129,17 @@ def _add_and_max(s1, m1, s2, m2):
 
 
 @triton.jit
-def _sum_sq_abs_max(x, w, weight_offset, HAS_WEIGHT: tl.constexpr):
-    """(sum of x^2, max |x * (w + weight_offset)|) in one reduction: one round of shuffles and barriers."""
+def _sum_sq_abs_max(x, w, weight_offset, HAS_WEIGHT: tl.constexpr, INTERPRETED: tl.constexpr):
+    """(sum of x^2, max |x * (w + weight_offset)|) in one reduction: one round of shuffles and barriers. On the
+    GPU the sum goes through the same tree as `tl.sum` on the same layout; the CPU interpreter folds a custom
+    combine in another order than its `tl.sum`, so there the two are reduced apart (the same bits as the GPU's
+    separate reductions, which is what the tests compare against)."""
     xf = x.to(tl.float32)
     xw = xf
     if HAS_WEIGHT:
         xw = xf * (w.to(tl.float32) + weight_offset)
+    if INTERPRETED:
+        return tl.sum(xf * xf, axis=0), tl.max(tl.abs(xw), axis=0)
     return tl.reduce((xf * xf, tl.abs(xw)), 0, _add_and_max)
 
 
@@ -142,13 +147,23 @@ def _sum_sq_abs_max(x, w, weight_offset, HAS_WEIGHT: tl.constexpr):
 def _y_piece(
     W, x, w, rstd, weight_offset, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
+    RSTD_LAST: tl.constexpr,
 ):
-    """y = x * rstd * (w + weight_offset) in float32 for columns [off, off + P) (masked columns: 0)."""
-    y = x.to(tl.float32) * rstd
-    if HAS_WEIGHT:
+    """y = x * rstd * (w + weight_offset) in float32 for columns [off, off + P) (masked columns: 0).
+
+    RSTD_LAST (dynamic FP8): y = (x * (w + weight_offset)) * rstd. With rstd > 0 applied last, the row's max |y|
+    is exactly rstd times max |x * (w + weight_offset)| (float rounding is monotonic), so a scale taken from
+    either max has the same bits: `joint_max` and the two-pass kernel's scale then equal this path's."""
+    if RSTD_LAST and HAS_WEIGHT:
         if not WEIGHT_LOADED:
             w = _load_weight(W, off, N, P, MASKED)
-        y = y * (w.to(tl.float32) + weight_offset)
+        y = (x.to(tl.float32) * (w.to(tl.float32) + weight_offset)) * rstd
+    else:
+        y = x.to(tl.float32) * rstd
+        if HAS_WEIGHT:
+            if not WEIGHT_LOADED:
+                w = _load_weight(W, off, N, P, MASKED)
+            y = y * (w.to(tl.float32) + weight_offset)
     return y
 
 
@@ -160,7 +175,7 @@ def _store_piece(
 ):
     """y of a piece rounded once to the output dtype; with QUANT, to FP8 as sat(y / scale)."""
     c = off + tl.arange(0, P)
-    y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED)
+    y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED, QUANT == 2)
     if QUANT != 0:
         y = tl.clamp(y / scale, -qmax, qmax)
     _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED)
@@ -216,13 +231,13 @@ def _norm_row(
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
         if JOINT:
-            sum_sq, amax_xw = _sum_sq_abs_max(xa, wa, weight_offset, HAS_WEIGHT)
+            sum_sq, amax_xw = _sum_sq_abs_max(xa, wa, weight_offset, HAS_WEIGHT, EMULATE_RNE)
             if PIECE_B > 0:
-                s_b, m_b = _sum_sq_abs_max(xb, wb, weight_offset, HAS_WEIGHT)
+                s_b, m_b = _sum_sq_abs_max(xb, wb, weight_offset, HAS_WEIGHT, EMULATE_RNE)
                 sum_sq += s_b
                 amax_xw = tl.maximum(amax_xw, m_b)
             if PIECE_C > 0:
-                s_c, m_c = _sum_sq_abs_max(xc, wc, weight_offset, HAS_WEIGHT)
+                s_c, m_c = _sum_sq_abs_max(xc, wc, weight_offset, HAS_WEIGHT, EMULATE_RNE)
                 sum_sq += s_c
                 amax_xw = tl.maximum(amax_xw, m_c)
         else:
@@ -247,13 +262,13 @@ def _norm_row(
             tl.store(S + row64, scale)
         elif QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
             amax = _abs_max(_y_piece(W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
-                                     W_HELD))
+                                     W_HELD, True))
             if PIECE_B > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B,
-                                                          PIECE_C == 0, HAS_WEIGHT, W_HELD)))
+                                                          PIECE_C == 0, HAS_WEIGHT, W_HELD, True)))
             if PIECE_C > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True,
-                                                          HAS_WEIGHT, W_HELD)))
+                                                          HAS_WEIGHT, W_HELD, True)))
             scale = tl.maximum(amax / qmax, min_scale)
             tl.store(S + row64, scale)
         # (The compiler reuses y computed for the max: the same expression of the same values.)
@@ -310,7 +325,10 @@ def _norm_row(
             if HAS_WEIGHT:
                 # (W_EVICT_LAST: every row reads the weight; x's lines marked evict_last must not push it out.)
                 w = tl.load(W + c, mask=mask, other=0.0, eviction_policy=w_policy).to(tl.float32)
-                y = y * (w + weight_offset)
+                if QUANT == 2:  # rstd last, as the first pass's max assumes (`_y_piece`, RSTD_LAST)
+                    y = (x * (w + weight_offset)) * rstd
+                else:
+                    y = y * (w + weight_offset)
             if QUANT != 0:
                 y = tl.clamp(y / scale, -qmax, qmax)
             tl.store(y_row + c, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask)
@@ -372,9 +390,10 @@ class LaunchConfig:
     # capped at lean_max_registers): where the weight's registers would cost a second wave of programs.
     lean_zone: tuple[int, int] = (0, 0)
     lean_max_registers: int = 0
-    # Dynamic FP8, one pass: reduce max |x * w| with the sum of squares (one block reduction; needs the weight
-    # first, so `config_for` keeps it first for any row count). It changes the scale's rounding, so like the
-    # layout it may depend on N and dtypes only. Ignored by the other ops.
+    # Dynamic FP8, one pass: reduce max |x * w| with the sum of squares (one block reduction instead of two; needs
+    # the weight first). The scale is then rstd * max |x * w|, which equals max |y| bitwise because y is
+    # (x * w) * rstd for this op (`_y_piece`), so it changes no bit and may follow the row count. Ignored by the
+    # other ops.
     joint_max: bool = False
     # Wide rows: this many programs share a row, each holding block_n columns (a chunk) in registers, and they
     # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
@@ -600,10 +619,14 @@ def _quant(cfg: LaunchConfig, one_wave: bool) -> LaunchConfig:
     at once (one row per SM or fewer: 0.3-0.4 us saved per call), after the reduction beyond (weight first cost
     5-10% at large M: 214 vs 203 us at 65536x4096, static). Two passes: at most 64 registers (the first pass also
     holds the weight and a running max: 92 registers, one program per SM; capped, the fused op at 2048x65536
-    took 302 instead of 372 us)."""
+    took 302 instead of 372 us). The row's max reduced with its sum (joint_max) won in one wave (plain 1x4096
+    1.94 instead of 2.20 us, 128x4096 2.73 instead of 2.89, h200-explore-quant-joint.json) and lost from 16384
+    rows (64.3 vs 58.9 us); it is the next candidate for one wave (see joint_max)."""
     if not cfg.single_pass:
         return dataclasses.replace(cfg, max_registers=64)
-    # (joint_max, an arithmetic choice, keeps the weight first for any row count.)
+    # (joint_max is not chosen yet: its bits equal the separate max's by construction and on the CPU, but that
+    # has not run on the GPU; scripts/device_next.sh checks it and times it. A config asking for it keeps it,
+    # with the weight first it needs.)
     return dataclasses.replace(cfg, weight_first=one_wave or cfg.joint_max, max_registers=0, lean_zone=(0, 0),
                                lean_max_registers=0)
 
