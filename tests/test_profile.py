@@ -187,6 +187,21 @@ def test_capture_of_a_split_row():
         assert launch.args["EMULATE_RNE"] is False and launch.args["SPLIT"] == 8
 
 
+def test_capture_describes_the_config_for_the_weights_dtype():
+    """An fp32 weight with bf16 x changes the launch (the weight loaded after the reduction beyond two rows per
+    SM, uncapped registers): the description must be the config the wrapper launched, not the bf16 one."""
+    import torch
+
+    from ridgeline.kernels import rmsnorm as K
+
+    for rows in (1, 4096):
+        (launch,) = P.capture_launches("rmsnorm", "ridgeline", (rows, 8192), torch.bfloat16, "w-fp32")
+        with P._patched(K, {"_INTERPRETED": False}):
+            cfg = K.config_for(8192, torch.bfloat16, rows, weight_dtype=torch.float32)
+        assert launch.config == cfg.describe() and launch.args["WEIGHT_FIRST"] is cfg.weight_first
+        assert launch.options.get("maxnreg") is None  # (the bf16 weight's config caps at 32 registers)
+
+
 def test_capture_leaves_the_module_as_it_was():
     import torch
 

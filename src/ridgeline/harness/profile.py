@@ -372,8 +372,9 @@ class KernelFamily:
 
     module: str
     meta_inputs: Callable[[str, tuple[int, ...], Any, str], dict[str, Any]]
-    describe: Callable[[tuple[int, ...], Any], str] | None = None
-    grid: Callable[[tuple[int, ...], Any, int], int] | None = None  # the grid a CUDA device would get
+    # (shape, dtype, weight dtype or None) -> the config's description / the grid a CUDA device would get
+    describe: Callable[[tuple[int, ...], Any, Any], str] | None = None
+    grid: Callable[[tuple[int, ...], Any, int, Any], int] | None = None
 
 
 def _rmsnorm_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str) -> dict[str, Any]:
@@ -400,20 +401,22 @@ def _quant_of(op: str) -> int:
     return {"rmsnorm_fp8": 1, "rmsnorm_dynamic_quant": 2, "fused_add_rmsnorm_dynamic_quant": 2}.get(op, 0)
 
 
-def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, fused: bool = False, quant: int = 0) -> str:
+def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, weight_dtype: Any = None, fused: bool = False,
+                      quant: int = 0) -> str:
     from ridgeline.kernels import rmsnorm as K
 
     with _patched(K, {"_INTERPRETED": False}):  # the GPU's config, as the capture takes it
-        return K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant).describe()
+        return K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, weight_dtype, quant).describe()
 
 
-def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, fused: bool = False, quant: int = 0) -> int:
+def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, weight_dtype: Any = None, fused: bool = False,
+                  quant: int = 0) -> int:
     import torch
 
     from ridgeline.kernels import rmsnorm as K
 
     with _patched(K, {"multiprocessor_count": lambda device: sm_count, "_INTERPRETED": False}):
-        cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, quant=quant)
+        cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, weight_dtype, quant)
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
 
@@ -553,14 +556,15 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
         else:
             os.environ["RIDGELINE_FAST_LAUNCH"] = env_old
     launches = []
+    weight_dtype = getattr(inputs.get("weight"), "dtype", None)  # (an fp32 weight changes the config)
     for rec in recorders:
         for grid, args, kwargs in rec.calls:
             launch = _launch_from_call(rec.kernel, grid, args, kwargs, torch.Tensor)
             if fam.describe is not None:
-                launch.config = fam.describe(shape, dtype)
+                launch.config = fam.describe(shape, dtype, weight_dtype)
             if on_meta and fam.grid is not None:
                 try:  # on the meta device the wrapper computes a CPU grid; ask for the CUDA one
-                    launch.grid = fam.grid(shape, dtype, sm_count)
+                    launch.grid = fam.grid(shape, dtype, sm_count, weight_dtype)
                 except Exception:
                     pass
             launches.append(launch)

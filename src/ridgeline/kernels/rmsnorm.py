@@ -58,11 +58,11 @@ MAX_SINGLE_PASS_BYTES = 65536
 # One pass over more columns than this: the FP8 epilogues keep two passes (their max needs more registers;
 # not measured in one pass), as does a weight wider than x loaded with it (it would not fit 128 registers).
 WIDE_ONE_PASS = 16384
-# A thread holding more columns than this in a one-pass row of pieces wider than WIDE_ONE_PASS loads the weight
-# after the reduction once there is more than one row per SM: at 40 (20000 columns, 16 warps) the weight's
-# registers (79 instead of 62) leave one program per SM instead of two, 134.0 vs 94.4 us at 4096x20000; at 33
-# (16896) it fits in 64 (2048 rows: 43.3 weight first vs 44.9 after; h200-explore-s5-w32k*.json).
-LEAN_PIECES_COLUMNS_PER_THREAD = 36
+# Rows of pieces wider than WIDE_ONE_PASS load the weight after the reduction beyond one row per SM. Loaded with
+# x, it takes a program's registers past 64 for one op or the other (sm_90: fused 16388 72, 18000 80; plain
+# 20000 79; fused 20000 90), which leaves one program of 16 warps per SM instead of two: 134.0 vs 94.4 us at
+# 4096x20000 (fused 218.3 vs 166.9). Where it fits (16896: 64 for both) the weight first was 2-4% faster at 2048
+# rows (43.3 vs 44.9 us, fused 70.0 vs 71.0): the smaller loss (h200-explore-s5-w32k*.json).
 CHUNK_BLOCK = 8192
 # Programs sharing one row at most: all of a row's programs must be resident at once (H200: 264 of 16 warps).
 MAX_SPLIT = 64
@@ -544,7 +544,7 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     else:
         first, b, c = block, 0, 0
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
-    if b and cfg.width() > max(WIDE_ONE_PASS, LEAN_PIECES_COLUMNS_PER_THREAD * 32 * warps):
+    if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
