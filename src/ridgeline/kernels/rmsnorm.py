@@ -466,7 +466,8 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
     unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
     out = []
     block = triton.next_power_of_2(n)
-    if block <= 32768:  # (32768 columns in one pass, no spills for sm_90: 16 warps 114-126 registers, 32 61-64)
+    # (up to 32768 16-bit columns in one pass, no spills for sm_90: 16 warps 114-126 registers, 32 warps 61-64)
+    if block * 2 <= MAX_SINGLE_PASS_BYTES:
         for warps in (1, 2, 4, 8, 16, 32):
             layouts = [(block, 0, 0)]
             pieces = row_pieces(n, min_piece=32 * warps)
