@@ -106,7 +106,9 @@ def main() -> None:
     ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
     ap.add_argument("--unroll", action="store_true",
                     help="also two passes over 2K-16K chunks, one program per row, each pass unrolled 1, 2 or 4 "
-                         "times, the weight loaded evict_last or not")
+                         "times")
+    ap.add_argument("--stream", action="store_true",
+                    help="also every one-pass candidate with L2 stream hints (rows evict_first, weight evict_last)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -124,6 +126,9 @@ def main() -> None:
               "w32k-lite": [(4096, 32768), (4096, 24576), (4096, 20000), (1024, 32768)],
               "odd": [(4096, 4100), (4096, 5125), (1024, 5125), (16384, 5125), (4096, 4097), (1, 5125),
                       (128, 5125), (16384, 4100)],
+              "aligned": [(4096, 4096), (16384, 4096), (65536, 4096), (4096, 7168), (4096, 8192), (16384, 8192),
+                          (4096, 16384), (1024, 8192), (4096, 5120)],
+              "joint": [(m, n) for n in (4096, 8192) for m in (1, 128, 512, 1024, 2048)],
               "decode-lite": [(m, n) for n in (4096, 8192) for m in (1, 16, 128, 256)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
@@ -145,15 +150,16 @@ def main() -> None:
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
         if args.unroll:
-            cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u,
-                                          weight_evict_last=wl)
+            cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u)
                              for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
-                             for u in (1, 2, 4) for wl in (False, True) if chunk * u <= n and (u == 1 or not wl)]
+                             for u in (1, 2, 4) if chunk * u <= n]
+        if args.stream:
+            cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
         for cfg in cands:
             rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
-                   "joint_max": cfg.joint_max,
+                   "joint_max": cfg.joint_max, "stream_hints": cfg.stream_hints,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
                    "bytes": bytes_moved}

@@ -73,47 +73,51 @@ MIN_SPLIT_COLUMNS = 32769
 
 
 @triton.jit
-def _load(ptrs, c, N, MASKED: tl.constexpr):
-    """A load that is masked only where the piece can run past the row (the last piece)."""
+def _load(ptrs, c, N, MASKED: tl.constexpr, POLICY: tl.constexpr):
+    """A load that is masked only where the piece can run past the row (the last piece); POLICY is an L2
+    eviction policy ("" for none)."""
     if MASKED:
-        return tl.load(ptrs, mask=c < N, other=0.0)
-    return tl.load(ptrs)
+        return tl.load(ptrs, mask=c < N, other=0.0, eviction_policy=POLICY)
+    return tl.load(ptrs, eviction_policy=POLICY)
 
 
 @triton.jit
-def _store(ptrs, value, c, N, MASKED: tl.constexpr):
+def _store(ptrs, value, c, N, MASKED: tl.constexpr, POLICY: tl.constexpr):
     if MASKED:
-        tl.store(ptrs, value, mask=c < N)
+        tl.store(ptrs, value, mask=c < N, eviction_policy=POLICY)
     else:
-        tl.store(ptrs, value)
+        tl.store(ptrs, value, eviction_policy=POLICY)
 
 
 @triton.jit
-def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr):
-    """The weight's columns [off, off + P)."""
+def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
+    """The weight's columns [off, off + P); STREAM: kept in L2 (evict_last), as every row reads it."""
     c = off + tl.arange(0, P)
-    return _load(W + c, c, N, MASKED)
+    policy: tl.constexpr = "evict_last" if STREAM else ""
+    return _load(W + c, c, N, MASKED, policy)
 
 
 @triton.jit
 def _load_piece(
     x_row, r_row, ro_row, W, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, LOAD_W: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    STREAM: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """Columns [off, off + P) of a row (after the residual add, whose result is stored here) and, with LOAD_W,
     the weight there (issued before the reduction: its latency overlaps x's, but it holds registers longer).
-    Only the row's last piece is masked: the others lie wholly inside it."""
+    Only the row's last piece is masked: the others lie wholly inside it. STREAM: the row's lines are read and
+    written once, so they are the first to leave L2 (evict_first)."""
     c = off + tl.arange(0, P)
-    x = _load(x_row + c, c, N, MASKED)
+    policy: tl.constexpr = "evict_first" if STREAM else ""
+    x = _load(x_row + c, c, N, MASKED, policy)
     if HAS_RESIDUAL:
-        r = _load(r_row + c, c, N, MASKED)
+        r = _load(r_row + c, c, N, MASKED, policy)
         # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
         x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
-        _store(ro_row + c, x, c, N, MASKED)
+        _store(ro_row + c, x, c, N, MASKED, policy)
     w = x
     if LOAD_W:
-        w = _load_weight(W, off, N, P, MASKED)
+        w = _load_weight(W, off, N, P, MASKED, STREAM)
     return x, w
 
 
@@ -147,7 +151,7 @@ def _sum_sq_abs_max(x, w, weight_offset, HAS_WEIGHT: tl.constexpr, INTERPRETED: 
 def _y_piece(
     W, x, w, rstd, weight_offset, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
-    RSTD_LAST: tl.constexpr,
+    RSTD_LAST: tl.constexpr, STREAM: tl.constexpr,
 ):
     """y = x * rstd * (w + weight_offset) in float32 for columns [off, off + P) (masked columns: 0).
 
@@ -156,13 +160,13 @@ def _y_piece(
     either max has the same bits: `joint_max` and the two-pass kernel's scale then equal this path's."""
     if RSTD_LAST and HAS_WEIGHT:
         if not WEIGHT_LOADED:
-            w = _load_weight(W, off, N, P, MASKED)
+            w = _load_weight(W, off, N, P, MASKED, STREAM)
         y = (x.to(tl.float32) * (w.to(tl.float32) + weight_offset)) * rstd
     else:
         y = x.to(tl.float32) * rstd
         if HAS_WEIGHT:
             if not WEIGHT_LOADED:
-                w = _load_weight(W, off, N, P, MASKED)
+                w = _load_weight(W, off, N, P, MASKED, STREAM)
             y = y * (w.to(tl.float32) + weight_offset)
     return y
 
@@ -171,14 +175,15 @@ def _y_piece(
 def _store_piece(
     y_row, W, x, w, rstd, weight_offset, scale, qmax, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_WEIGHT: tl.constexpr, WEIGHT_LOADED: tl.constexpr,
-    QUANT: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    QUANT: tl.constexpr, STREAM: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """y of a piece rounded once to the output dtype; with QUANT, to FP8 as sat(y / scale)."""
     c = off + tl.arange(0, P)
-    y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED, QUANT == 2)
+    y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED, QUANT == 2, STREAM)
     if QUANT != 0:
         y = tl.clamp(y / scale, -qmax, qmax)
-    _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED)
+    policy: tl.constexpr = "evict_first" if STREAM else ""
+    _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED, policy)
 
 
 @triton.jit
@@ -193,7 +198,7 @@ def _norm_row(
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
     L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
-    W_EVICT_LAST: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -221,13 +226,13 @@ def _norm_row(
         C_OFF: tl.constexpr = BLOCK_N + PIECE_B
         W_EARLY: tl.constexpr = HAS_WEIGHT and WEIGHT_FIRST
         xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
-                             HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
+                             HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         if PIECE_B > 0:
             xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
-                                 HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
+                                 HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         if PIECE_C > 0:
             xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
-                                 HAS_RESIDUAL, W_EARLY, EMULATE_RNE)
+                                 HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
         if JOINT:
@@ -252,40 +257,40 @@ def _norm_row(
         W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
         W_HELD: tl.constexpr = W_EARLY or W_LATE
         if W_LATE:
-            wa = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0)
+            wa = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0, STREAM_HINTS)
             if PIECE_B > 0:
-                wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0)
+                wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS)
             if PIECE_C > 0:
-                wc = _load_weight(W, C_OFF, N, PIECE_C, True)
+                wc = _load_weight(W, C_OFF, N, PIECE_C, True, STREAM_HINTS)
         if JOINT:
             scale = tl.maximum(amax_xw * rstd / qmax, min_scale)
             tl.store(S + row64, scale)
         elif QUANT == 2:  # the scale needs the row's max |y| before any store (masked lanes hold 0)
             amax = _abs_max(_y_piece(W, xa, wa, rstd, weight_offset, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
-                                     W_HELD, True))
+                                     W_HELD, True, STREAM_HINTS))
             if PIECE_B > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xb, wb, rstd, weight_offset, B_OFF, N, PIECE_B,
-                                                          PIECE_C == 0, HAS_WEIGHT, W_HELD, True)))
+                                                          PIECE_C == 0, HAS_WEIGHT, W_HELD, True,
+                                                          STREAM_HINTS)))
             if PIECE_C > 0:
                 amax = tl.maximum(amax, _abs_max(_y_piece(W, xc, wc, rstd, weight_offset, C_OFF, N, PIECE_C, True,
-                                                          HAS_WEIGHT, W_HELD, True)))
+                                                          HAS_WEIGHT, W_HELD, True, STREAM_HINTS)))
             scale = tl.maximum(amax / qmax, min_scale)
             tl.store(S + row64, scale)
         # (The compiler reuses y computed for the max: the same expression of the same values.)
         _store_piece(y_row, W, xa, wa, rstd, weight_offset, scale, qmax, 0, N, BLOCK_N, PIECE_B == 0, HAS_WEIGHT,
-                     W_HELD, QUANT, EMULATE_RNE)
+                     W_HELD, QUANT, STREAM_HINTS, EMULATE_RNE)
         if PIECE_B > 0:
             _store_piece(y_row, W, xb, wb, rstd, weight_offset, scale, qmax, B_OFF, N, PIECE_B, PIECE_C == 0,
-                         HAS_WEIGHT, W_HELD, QUANT, EMULATE_RNE)
+                         HAS_WEIGHT, W_HELD, QUANT, STREAM_HINTS, EMULATE_RNE)
         if PIECE_C > 0:
             _store_piece(y_row, W, xc, wc, rstd, weight_offset, scale, qmax, C_OFF, N, PIECE_C, True, HAS_WEIGHT,
-                         W_HELD, QUANT, EMULATE_RNE)
+                         W_HELD, QUANT, STREAM_HINTS, EMULATE_RNE)
     else:
         # Rows too wide for registers: sum of squares over chunks, then a second pass re-reads the row.
         # L2_HINTS keeps the first pass's lines in L2 (evict_last) and lets the second pass drop them.
         first_policy: tl.constexpr = "evict_last" if L2_HINTS else ""
         second_policy: tl.constexpr = "evict_first" if L2_HINTS else ""
-        w_policy: tl.constexpr = "evict_last" if W_EVICT_LAST else ""
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         # Dynamic FP8: max |x * (w + offset)| in the first pass too. y = x * rstd * (w + offset) with rstd > 0,
         # so rstd times this max is the row's max |y| up to float32 rounding (a max is exact in any order).
@@ -323,8 +328,7 @@ def _norm_row(
             x = tl.load(src_row + c, mask=mask, other=0.0, eviction_policy=second_policy).to(tl.float32)
             y = x * rstd
             if HAS_WEIGHT:
-                # (W_EVICT_LAST: every row reads the weight; x's lines marked evict_last must not push it out.)
-                w = tl.load(W + c, mask=mask, other=0.0, eviction_policy=w_policy).to(tl.float32)
+                w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
                 if QUANT == 2:  # rstd last, as the first pass's max assumes (`_y_piece`, RSTD_LAST)
                     y = (x * (w + weight_offset)) * rstd
                 else:
@@ -342,7 +346,7 @@ def _rms_norm_kernel(
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
-    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, W_EVICT_LAST: tl.constexpr,
+    QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, STREAM_HINTS: tl.constexpr,
     EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
@@ -353,13 +357,13 @@ def _rms_norm_kernel(
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
-                  W_EVICT_LAST, EMULATE_RNE)
+                  STREAM_HINTS, EMULATE_RNE)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, UNROLL, W_EVICT_LAST, EMULATE_RNE)
+                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE)
 
 
 @dataclass(frozen=True)
@@ -402,10 +406,9 @@ class LaunchConfig:
     # Two passes: unroll each pass's loop over chunks this many times (0/1: not), so that many chunks' loads are
     # in flight together; changes no bit (the same additions in the same order).
     unroll: int = 0
-    # Two passes: the second pass loads the weight with evict_last, as inductor's kernel does (with L2 hints x's
-    # first-pass lines are marked evict_last and may push the weight, which every row reads, out of L2). Not
-    # measured yet (scripts/device_next.sh); changes no bit.
-    weight_evict_last: bool = False
+    # One pass: L2 eviction hints for rows that are read and written once (x, residual, y, residual_out:
+    # evict_first) and for the weight every row reads (evict_last). Changes no bit.
+    stream_hints: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -431,6 +434,8 @@ class LaunchConfig:
             grid += f" regs<={self.max_registers}"
         if self.joint_max:
             grid += " joint-max"
+        if self.stream_hints:
+            grid += " stream"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
@@ -439,8 +444,7 @@ class LaunchConfig:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
         extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
-                         f" unroll={self.unroll}" if self.unroll > 1 else "",
-                         " w-evict-last" if self.weight_evict_last else ""))
+                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
@@ -779,7 +783,8 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "UNROLL": max(1, cfg.unroll), "W_EVICT_LAST": cfg.weight_evict_last, "EMULATE_RNE": _INTERPRETED}
+            "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
