@@ -27,7 +27,8 @@ def tables(path: str) -> str:
            f"floors {d['device']['floors_us']})", ""]
     for regime, variant in sorted({k[0] for k in rows}):
         title = f"{regime}, variant {variant}" if variant else regime
-        out += [f"**{d['settings']['op']}, bf16, {title}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
+        dtypes = ", ".join(d["settings"].get("dtypes", ["bf16"]))
+        out += [f"**{d['settings']['op']}, {dtypes}, {title}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
                 "(best peer in bold); speedup = best peer / ours", ""]
         out.append("| shape | MB moved | ours µs | GB/s | % of C | % SOL | " + " | ".join(peers) + " | speedup |")
         out.append("|---|---:|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|")

@@ -409,6 +409,8 @@ class LaunchConfig:
     # One pass: L2 eviction hints for rows that are read and written once (x, residual, y, residual_out:
     # evict_first) and for the weight every row reads (evict_last). Changes no bit.
     stream_hints: bool = False
+    # Rows per SM beyond which `config_for` sets stream_hints (0: never).
+    stream_beyond: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -551,6 +553,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
+    if not fused and dtype.itemsize == 2 and n <= STREAM_MAX_COLUMNS and n % 8 == 0:
+        cfg = dataclasses.replace(cfg, stream_beyond=STREAM_ROWS_PER_SM)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
@@ -562,6 +566,18 @@ def two_pass_config(fused: bool) -> LaunchConfig:
         return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
+
+# The plain op's rows of up to 5120 16-bit columns (16-byte multiples) take L2 stream hints (`stream_hints`)
+# beyond 8 rows per SM: 1-4% faster on the H200 at 4096 and 5120 columns, 4096 to 65536 rows (4096x4096 17.69 vs
+# 18.41 us, 4096x5120 21.86 vs 22.59; h200-explore-s6-aligned-stream.json). Not wider (4096x8192 lost 3%: 35.73
+# vs 34.59), not the fused op (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
+STREAM_MAX_COLUMNS = 5120
+STREAM_ROWS_PER_SM = 8
+# The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
+# at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
+# (18.04 vs 18.03), slower from 16384 (64.3 vs 58.9; h200-explore-s6-joint.json, h200-explore-quant-joint.json).
+# The fused dynamic op gains nothing from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json).
+JOINT_MAX_ROWS_PER_SM = 16
 
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
 # docs/results/h200-explore-*-cliff.json). Weight-first holds more registers: at 4096 columns 38 instead of 32
@@ -584,16 +600,20 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # (A row's programs must all be resident: at least 2 of 8 warps fit per SM, so up to 2 per SM always do;
         # a small GPU, e.g. a MIG slice, takes two passes for rows split wider than that.)
         if quant or _INTERPRETED or cfg.split > 2 * _sm_count_hint():
-            return _quant(two_pass_config(fused), False) if quant else two_pass_config(fused)
+            return _quant(two_pass_config(fused), False, False) if quant else two_pass_config(fused)
         # While each program has one row (about 4 programs of 8 warps fit per SM, 2 of the fused op's with the
         # weight first), the weight is best loaded with x (its latency hidden): 6.9 instead of 8.4 us at 1x65536;
         # beyond, after the wait (fewer registers, more programs): fused 64x65536 15.6 instead of 17.4 us.
         per_sm = 2 if fused else 4
         return _split_weight_first(cfg) if m * cfg.split <= per_sm * _sm_count_hint() else cfg
+    sms = _sm_count_hint()
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
-            return _quant(two_pass_config(fused), False)
-        return _quant(cfg, m <= _sm_count_hint())
+            return _quant(two_pass_config(fused), False, False)
+        # (not measured, so not taken: rows of pieces, a weight wider than x)
+        joint = (quant == QUANT_DYNAMIC and not fused and not cfg.piece_b and m <= JOINT_MAX_ROWS_PER_SM * sms
+                 and (weight_dtype is None or weight_dtype.itemsize <= dtype.itemsize))
+        return _quant(cfg, m <= sms, joint)
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
         # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
         # the 32-register cap of 8192 columns that spilled, 1.8x slower on the H200
@@ -602,8 +622,10 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # after the reduction beyond.
         return _wide_weight(cfg, m <= 2 * _sm_count_hint() and cfg.width() <= WIDE_ONE_PASS)
     lo, hi = cfg.lean_zone
-    if hi and lo * _sm_count_hint() < m <= hi * _sm_count_hint():
+    if hi and lo * sms < m <= hi * sms:
         return _lean(cfg)
+    if cfg.stream_beyond and m > cfg.stream_beyond * sms:
+        return _stream(cfg)
     return cfg
 
 
@@ -614,11 +636,12 @@ def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
 
 @functools.lru_cache(maxsize=256)
 def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
-    return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0)
+    return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0,
+                               stream_beyond=0)
 
 
 @functools.lru_cache(maxsize=256)
-def _quant(cfg: LaunchConfig, one_wave: bool) -> LaunchConfig:
+def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
     """FP8 outputs (measured on the H200: h200-explore-quant-*.json, h200-ab-fp8.json). One pass: no register cap
     and no lean zone (both tuned for 16-bit outputs); the weight loaded with x only while the rows fit on the GPU
     at once (one row per SM or fewer: 0.3-0.4 us saved per call), after the reduction beyond (weight first cost
@@ -626,14 +649,19 @@ def _quant(cfg: LaunchConfig, one_wave: bool) -> LaunchConfig:
     holds the weight and a running max: 92 registers, one program per SM; capped, the fused op at 2048x65536
     took 302 instead of 372 us). The row's max reduced with its sum (joint_max) won in one wave (plain 1x4096
     1.94 instead of 2.20 us, 128x4096 2.73 instead of 2.89, h200-explore-quant-joint.json) and lost from 16384
-    rows (64.3 vs 58.9 us); it is the next candidate for one wave (see joint_max)."""
+    rows (64.3 vs 58.9 us): `config_for` asks for it (joint) where it won (JOINT_MAX_ROWS_PER_SM)."""
     if not cfg.single_pass:
         return dataclasses.replace(cfg, max_registers=64)
-    # (joint_max is not chosen yet: its bits equal the separate max's by construction and on the CPU, but that
-    # has not run on the GPU; scripts/device_next.sh checks it and times it. A config asking for it keeps it,
-    # with the weight first it needs.)
-    return dataclasses.replace(cfg, weight_first=one_wave or cfg.joint_max, max_registers=0, lean_zone=(0, 0),
-                               lean_max_registers=0)
+    # (joint_max gives the bits of the separate max: by construction, and tested on the CPU and the H200. It needs
+    # the weight first; a config asking for it keeps it.)
+    joint = joint or cfg.joint_max
+    return dataclasses.replace(cfg, weight_first=one_wave or joint, joint_max=joint, max_registers=0,
+                               lean_zone=(0, 0), lean_max_registers=0, stream_beyond=0)
+
+
+@functools.lru_cache(maxsize=256)
+def _stream(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, stream_hints=True)
 
 
 @functools.lru_cache(maxsize=256)
