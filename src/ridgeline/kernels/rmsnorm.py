@@ -553,7 +553,7 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
-    if not fused and dtype.itemsize == 2 and n <= STREAM_MAX_COLUMNS and n % 8 == 0:
+    if not fused and dtype.itemsize == 2 and n <= STREAM_MAX_COLUMNS:
         cfg = dataclasses.replace(cfg, stream_beyond=STREAM_ROWS_PER_SM)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
@@ -567,16 +567,19 @@ def two_pass_config(fused: bool) -> LaunchConfig:
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
 
-# The plain op's rows of up to 5120 16-bit columns (16-byte multiples) take L2 stream hints (`stream_hints`)
-# beyond 8 rows per SM: 1-4% faster on the H200 at 4096 and 5120 columns, 4096 to 65536 rows (4096x4096 17.69 vs
-# 18.41 us, 4096x5120 21.86 vs 22.59; h200-explore-s6-aligned-stream.json). Not wider (4096x8192 lost 3%: 35.73
-# vs 34.59), not the fused op (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
+# The plain op's rows of up to 5120 16-bit columns take L2 stream hints (`stream_hints`) beyond 8 rows per SM:
+# 1-5% faster on the H200 at 4096, 4100 and 5120 columns, 4096 to 65536 rows (4096x4096 17.69 vs 18.41 us,
+# 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-stream.json,
+# h200-explore-s6-stream-odd.json). Not wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not the fused op
+# (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
 STREAM_MAX_COLUMNS = 5120
 STREAM_ROWS_PER_SM = 8
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
 # at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
 # (18.04 vs 18.03), slower from 16384 (64.3 vs 58.9; h200-explore-s6-joint.json, h200-explore-quant-joint.json).
-# The fused dynamic op gains nothing from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json).
+# Rows of pieces take it beyond one row per SM (1024x4100 6.53 vs 7.11 us, 2048x5125 16.81 vs 17.63; at 128 rows
+# 4100 and 5125 lost 7-9%, 5120 gained 2%: h200-explore-s6-joint-odd.json). The fused dynamic op gains nothing
+# from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json).
 JOINT_MAX_ROWS_PER_SM = 16
 
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
@@ -610,8 +613,9 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
             return _quant(two_pass_config(fused), False, False)
-        # (not measured, so not taken: rows of pieces, a weight wider than x)
-        joint = (quant == QUANT_DYNAMIC and not fused and not cfg.piece_b and m <= JOINT_MAX_ROWS_PER_SM * sms
+        # (a weight wider than x: not measured, so not taken)
+        joint = (quant == QUANT_DYNAMIC and not fused and (sms < m or not cfg.piece_b)
+                 and m <= JOINT_MAX_ROWS_PER_SM * sms
                  and (weight_dtype is None or weight_dtype.itemsize <= dtype.itemsize))
         return _quant(cfg, m <= sms, joint)
     if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
