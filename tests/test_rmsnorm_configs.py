@@ -99,7 +99,7 @@ def test_candidates_fit_the_row_and_include_the_default(n):
     cands = candidate_configs(n)
     # (the tuned knobs of a default are set on top of a swept config)
     untuned = dataclasses.replace(launch_config(n, torch.bfloat16), max_registers=0, lean_zone=(0, 0),
-                                  lean_max_registers=0, stream_beyond=0)
+                                  lean_max_registers=0, stream_zone=(0, 0))
     assert untuned in cands or n < 128  # tiny rows: the default is below the sweep
     for cfg in cands:
         if cfg.single_pass:
@@ -253,7 +253,8 @@ def test_fp8_joint_max_reduction(n):
 def test_joint_max_and_stream_hints_follow_the_measured_rules():
     """Where the H200 runs measured them faster (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM, STREAM_MAX_COLUMNS):
     joint_max for the plain dynamic FP8 op up to 16 rows per SM (rows of pieces: beyond one row per SM), a weight
-    no wider than x; stream hints for the plain 16-bit op up to 5120 columns beyond 8 rows per SM. Nowhere else."""
+    no wider than x; stream hints for the plain 16-bit op up to 5120 columns from 8 to 32 rows per SM. Nowhere
+    else."""
     from ridgeline.kernels.rmsnorm import _sm_count_hint, config_for
 
     bf16, sms = torch.bfloat16, _sm_count_hint()
@@ -267,15 +268,16 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
     assert not config_for(4096, bf16, 1, quant=1).joint_max
     for n in (4096, 5120, 2048, 4100):
         assert config_for(n, bf16, 8 * sms + 1).stream_hints, n
-        assert config_for(n, torch.float16, 65536).stream_hints, n
+        assert config_for(n, torch.float16, 32 * sms).stream_hints, n
         assert not config_for(n, bf16, 8 * sms).stream_hints, n
-        assert not config_for(n, bf16, 65536, fused=True).stream_hints, n
-        assert not config_for(n, bf16, 65536, weight_dtype=torch.float32).stream_hints, n
+        assert not config_for(n, bf16, 32 * sms + 1).stream_hints, n
+        assert not config_for(n, bf16, 4096, fused=True).stream_hints, n
+        assert not config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints, n
         for quant in (1, 2):
-            assert not config_for(n, bf16, 65536, quant=quant).stream_hints, (n, quant)
+            assert not config_for(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
     for n in (5125, 7168, 8192, 16384):
-        assert not config_for(n, bf16, 65536).stream_hints, n
-    assert not config_for(4096, torch.float32, 65536).stream_hints
+        assert not config_for(n, bf16, 4096).stream_hints, n
+    assert not config_for(4096, torch.float32, 4096).stream_hints
 
 
 @pytest.mark.parametrize("n", [100, 515, 1024])

@@ -409,8 +409,8 @@ class LaunchConfig:
     # One pass: L2 eviction hints for rows that are read and written once (x, residual, y, residual_out:
     # evict_first) and for the weight every row reads (evict_last). Changes no bit.
     stream_hints: bool = False
-    # Rows per SM beyond which `config_for` sets stream_hints (0: never).
-    stream_beyond: int = 0
+    # Rows per SM (lo, hi] where `config_for` sets stream_hints.
+    stream_zone: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -554,7 +554,7 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
     if not fused and dtype.itemsize == 2 and n <= STREAM_MAX_COLUMNS:
-        cfg = dataclasses.replace(cfg, stream_beyond=STREAM_ROWS_PER_SM)
+        cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
@@ -567,13 +567,15 @@ def two_pass_config(fused: bool) -> LaunchConfig:
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
 
-# The plain op's rows of up to 5120 16-bit columns take L2 stream hints (`stream_hints`) beyond 8 rows per SM:
-# 1-5% faster on the H200 at 4096, 4100 and 5120 columns, 4096 to 65536 rows (4096x4096 17.69 vs 18.41 us,
-# 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-stream.json,
-# h200-explore-s6-stream-odd.json). Not wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not the fused op
-# (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
+# The plain op's rows of up to 5120 16-bit columns take L2 stream hints (`stream_hints`) from 8 to 32 rows per SM.
+# Graph-cold on the H200 they were 3-5% faster at 4096 rows of 4096, 4100 and 5120 columns (4096x4096 17.69 vs
+# 18.41 us, 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-stream.json,
+# h200-explore-s6-stream-odd.json), 0.4-1% at 16384-65536 rows; but after an L2 flush (cold-eager) they cost
+# 5-6% there (16384x4096 74.4 vs 71.0 us, 65536x4096 278.8 vs 263.2; h200-bench-rmsnorm-sweep-s6.json against
+# session 2's sweep), so not beyond 32 rows per SM. Not wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even),
+# not the fused op (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
 STREAM_MAX_COLUMNS = 5120
-STREAM_ROWS_PER_SM = 8
+STREAM_ZONE = (8, 32)
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
 # at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
 # (18.04 vs 18.03), slower from 16384 (64.3 vs 58.9; h200-explore-s6-joint.json, h200-explore-quant-joint.json).
@@ -628,7 +630,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     lo, hi = cfg.lean_zone
     if hi and lo * sms < m <= hi * sms:
         return _lean(cfg)
-    if cfg.stream_beyond and m > cfg.stream_beyond * sms:
+    lo, hi = cfg.stream_zone
+    if hi and lo * sms < m <= hi * sms:
         return _stream(cfg)
     return cfg
 
@@ -641,7 +644,7 @@ def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
 @functools.lru_cache(maxsize=256)
 def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
     return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0,
-                               stream_beyond=0)
+                               stream_zone=(0, 0))
 
 
 @functools.lru_cache(maxsize=256)
@@ -660,7 +663,7 @@ def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
     # the weight first; a config asking for it keeps it.)
     joint = joint or cfg.joint_max
     return dataclasses.replace(cfg, weight_first=one_wave or joint, joint_max=joint, max_registers=0,
-                               lean_zone=(0, 0), lean_max_registers=0, stream_beyond=0)
+                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0))
 
 
 @functools.lru_cache(maxsize=256)
