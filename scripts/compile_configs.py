@@ -101,8 +101,9 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
 
     groups = {}
     for has_weight in (True, False):
-        plain = [(config_for(n, bf16, m), False) for m in (1, 1024, many)]
-        fused = [(config_for(n, bf16, m, True), True) for m in (1, 1024, many)]
+        # (4096 rows: inside the plain op's stream-hint zone at up to 5120 columns, STREAM_ZONE)
+        plain = [(config_for(n, bf16, m), False) for m in (1, 1024, 4096, many)]
+        fused = [(config_for(n, bf16, m, True), True) for m in (1, 1024, 4096, many)]
         ref = (n, plain[0][0], False, (True,) * 5, None, has_weight, 0, bf16)
         groups[f"plain+fused weight={has_weight}"] = (ref, variants(plain + fused, has_weight, 0, bf16))
         for quant, name in ((1, "static FP8"), (2, "dynamic FP8")):

@@ -1,14 +1,17 @@
 """Sweep launch configurations of the RMSNorm kernel on a GPU: the data behind `launch_config`'s heuristic.
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
-                    [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|cliff|odd|tiny] [--focus]
-                    [--budget S] [--dry] [--quant] [--wdtype bf16|fp32] [--two-pass] [--unroll]
+                    [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
+                              stream-odd|joint|joint-wide|joint-odd|tiny] [--focus]
+                    [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
+                    [--unroll] [--stream]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
 (split rows: the weight's timing and the two-pass kernel; one-pass rows of 16K columns: the split configs).
 Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime. --quant times the dynamic
-FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows).
+FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows, and
+the row's max reduced with its sum, joint_max). --stream adds every one-pass candidate with L2 stream hints.
 """
 
 from __future__ import annotations
@@ -62,10 +65,12 @@ def focus_configs(default, quant: bool, fused: bool, n: int) -> list:
                 for per_sm in (0, 1, 2) for regs in (0, 64)]
     out = [default]
     if default.single_pass:
-        out = [dataclasses.replace(default, weight_first=wf, max_registers=regs)
-               for wf in (False, True) for regs in (0, 32)]
+        # (from the default without the knobs the row count switches on, so each is timed with and without)
+        base = dataclasses.replace(default, stream_hints=False, joint_max=False)
+        out += [dataclasses.replace(base, weight_first=wf, max_registers=regs)
+                for wf in (False, True) for regs in (0, 32)]
         if quant:
-            out += [dataclasses.replace(default, weight_first=True, joint_max=True, max_registers=regs)
+            out += [dataclasses.replace(base, weight_first=True, joint_max=True, max_registers=regs)
                     for regs in (0, 40)]
     if default.split:  # the weight loaded with x or after the wait, and the two-pass kernel split rows replace
         out += [dataclasses.replace(default, weight_first=not default.weight_first), two_pass_config(fused)]
@@ -103,7 +108,8 @@ def main() -> None:
     ap.add_argument("--focus", action="store_true",
                     help="only the default config with weight-first on/off and a 32-register cap on/off")
     ap.add_argument("--quant", action="store_true", help="the dynamic FP8 epilogue (per-row scales)")
-    ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype (x is bf16)")
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="x's (and the outputs') dtype")
+    ap.add_argument("--wdtype", default="bf16", choices=("bf16", "fp32"), help="the weight's dtype")
     ap.add_argument("--unroll", action="store_true",
                     help="also two passes over 2K-16K chunks, one program per row, each pass unrolled 1, 2 or 4 "
                          "times")
@@ -112,7 +118,7 @@ def main() -> None:
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
-    dtype = torch.bfloat16
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     wdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.wdtype]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = {"sweep": SWEEP, "decode": DECODE, "all": SWEEP + DECODE, "tiny": [(3, 4100), (2, 20000)],
@@ -129,6 +135,7 @@ def main() -> None:
               "aligned": [(4096, 4096), (16384, 4096), (65536, 4096), (4096, 7168), (4096, 8192), (16384, 8192),
                           (4096, 16384), (1024, 8192), (4096, 5120)],
               "joint": [(m, n) for n in (4096, 8192) for m in (1, 128, 512, 1024, 2048)],
+              "joint-wide": [(m, n) for n in (7168, 16384) for m in (1, 128, 1024, 2048)],
               "joint-odd": [(m, n) for n in (4100, 5120, 5125) for m in (128, 1024, 2048)],
               "stream-odd": [(4096, 4100), (16384, 4100), (4096, 5125), (16384, 5125), (2048, 4096), (2048, 5120),
                              (16384, 5120), (65536, 5120)],
@@ -158,8 +165,10 @@ def main() -> None:
                              for u in (1, 2, 4) if chunk * u <= n]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
+        cands = list(dict.fromkeys(cands))
         for cfg in cands:
-            rec = {"shape": [m, n], "fused": args.fused, "regime": args.regime, "config": cfg.describe(),
+            rec = {"shape": [m, n], "dtype": args.dtype, "fused": args.fused, "regime": args.regime,
+                   "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
                    "joint_max": cfg.joint_max, "stream_hints": cfg.stream_hints,

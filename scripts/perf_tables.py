@@ -16,7 +16,7 @@ def tables(path: str) -> str:
     copy = d["device"]["copy_gbps"]
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for m in d["measurements"]:
-        rows[((m["regime"], m.get("variant") or ""), tuple(m["shape"]))][m["impl"]] = m
+        rows[((m["regime"], m.get("variant") or "", m.get("dtype", "bf16")), tuple(m["shape"]))][m["impl"]] = m
     # Every peer the run asked for: one that failed its check at every shape still gets its column ("wrong").
     # Our other variants (e.g. ridgeline-inplace) are not peers.
     ours = {m["impl"] for m in d["measurements"] + d.get("failures", []) if m.get("source") == "ours"}
@@ -25,16 +25,15 @@ def tables(path: str) -> str:
                       and not i.startswith("ridgeline")})
     out = [f"Record: `{path}` (run {d['run_id']}, {d['env']['gpu']}, copy bandwidth C = {copy:.0f} GB/s, "
            f"floors {d['device']['floors_us']})", ""]
-    for regime, variant in sorted({k[0] for k in rows}):
+    for regime, variant, dtype in sorted({k[0] for k in rows}):
         title = f"{regime}, variant {variant}" if variant else regime
-        dtypes = ", ".join(d["settings"].get("dtypes", ["bf16"]))
-        out += [f"**{d['settings']['op']}, {dtypes}, {title}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
+        out += [f"**{d['settings']['op']}, {dtype}, {title}** — ours: µs, GB/s, % of C, % of SOL; peers: µs "
                 "(best peer in bold); speedup = best peer / ours", ""]
         out.append("| shape | MB moved | ours µs | GB/s | % of C | % SOL | " + " | ".join(peers) + " | speedup |")
         out.append("|---|---:|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|")
         speedups = []
         for (reg, shape), impls in sorted(rows.items(), key=lambda kv: (kv[0][1][-1], kv[0][1])):
-            if reg != (regime, variant) or "ridgeline" not in impls:
+            if reg != (regime, variant, dtype) or "ridgeline" not in impls:
                 continue
             ours = impls["ridgeline"]
             present = [impls[p] for p in peers if p in impls]

@@ -185,9 +185,9 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     assert not config_for(n, torch.bfloat16, 100000, quant=2).weight_first  # beyond one wave: weight after
     base = config_for(n, torch.bfloat16, m, fused=True, quant=2)
     knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm,
-                                 joint_max=joint)
+                                 joint_max=joint, stream_hints=stream)
              for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)
-             for joint in ((False, True) if wf else (False,))]
+             for joint in ((False, True) if wf else (False,)) for stream in (False, True)]
     outs = []
     for quant, scale in ((2, torch.empty(m, device=DEVICE)), (1, torch.tensor([0.01], device=DEVICE))):
         for cfg in knobs:
@@ -200,7 +200,8 @@ def test_fp8_knobs_leave_the_bits_alone(n):
         assert torch.equal(y, first[1]) and torch.equal(s, first[2]) and torch.equal(ro, first[3])
 
 
-@pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"]])
+@pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
+                                   ["--stream", "--quant", "--dtype", "fp16"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json
@@ -251,14 +252,14 @@ def test_fp8_joint_max_reduction(n):
 
 
 def test_joint_max_and_stream_hints_follow_the_measured_rules():
-    """Where the H200 runs measured them faster (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM, STREAM_MAX_COLUMNS):
+    """Where the H200 runs measured them faster (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM, STREAM_COLUMNS):
     joint_max for the plain dynamic FP8 op up to 16 rows per SM (rows of pieces: beyond one row per SM), a weight
-    no wider than x; stream hints for the plain 16-bit op up to 5120 columns from 8 to 32 rows per SM. Nowhere
-    else."""
+    no wider than x; stream hints for the plain 16-bit op at 4096-5120 columns from 8 to 32 rows per SM (the lean
+    zone, below, decides first). Nowhere else."""
     from ridgeline.kernels.rmsnorm import _sm_count_hint, config_for
 
     bf16, sms = torch.bfloat16, _sm_count_hint()
-    for m in (1, 128, 16 * sms):
+    for m in (1, 128, sms, sms + 1, 16 * sms):
         cfg = config_for(4096, bf16, m, quant=2)
         assert cfg.joint_max and cfg.weight_first, m
         assert not config_for(4096, bf16, m, fused=True, quant=2).joint_max
@@ -266,7 +267,7 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
         assert not config_for(4096, bf16, m, weight_dtype=torch.float32, quant=2).joint_max
     assert not config_for(4096, bf16, 16 * sms + 1, quant=2).joint_max
     assert not config_for(4096, bf16, 1, quant=1).joint_max
-    for n in (4096, 5120, 2048, 4100):
+    for n in (4096, 5120, 4100):
         assert config_for(n, bf16, 8 * sms + 1).stream_hints, n
         assert config_for(n, torch.float16, 32 * sms).stream_hints, n
         assert not config_for(n, bf16, 8 * sms).stream_hints, n
@@ -275,9 +276,12 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
         assert not config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints, n
         for quant in (1, 2):
             assert not config_for(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
-    for n in (5125, 7168, 8192, 16384):
+    for n in (2048, 4095, 5125, 7168, 8192, 16384):
         assert not config_for(n, bf16, 4096).stream_hints, n
     assert not config_for(4096, torch.float32, 4096).stream_hints
+    # The lean zone (4096 columns: 6-8 rows per SM) ends where the stream zone starts: lean there, never both.
+    lean = config_for(4096, bf16, 8 * sms)
+    assert not lean.weight_first and not lean.stream_hints
 
 
 @pytest.mark.parametrize("n", [100, 515, 1024])
@@ -383,6 +387,37 @@ def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
                           r"@(%p\d+) atom\.global\.gpu\.release\.add", ptx)
         assert store and store.group(1) == store.group(2), "partial store and release add on different predicates"
         assert "ld.global.gpu.acquire" in ptx or "atom.global.gpu.acquire" in ptx
+
+
+def test_stream_hints_reach_the_compiled_kernel():
+    """The CPU interpreter ignores eviction policies, so the bit tests cannot see them: compiled for sm_90, the
+    config `config_for` picks inside the stream zone loads rows evict_first and the weight evict_last and stores
+    evict_first, and the one outside it carries no policy."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; sys.path.insert(0, 'scripts')\n"
+        "from compile_configs import launch_for\n"
+        "from ridgeline.harness.profile import aot_compile\n"
+        "from ridgeline.kernels.rmsnorm import config_for\n"
+        "for m in (4096, 1):\n"
+        "    cfg = config_for(4096, torch.bfloat16, m)\n"
+        "    print(cfg.stream_hints, aot_compile(launch_for(4096, cfg, False)).asm['ptx'])\n"
+        "    print('=====')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    hinted, plain = res.stdout.split("=====")[:2]
+    assert hinted.strip().startswith("True") and plain.strip().startswith("False")
+    accesses = {name: set(re.findall(r"(?:ld|st)\.global[\w:.]*", ptx)) for name, ptx in (("h", hinted), ("p", plain))}
+    assert {"ld.global.L1::evict_first.L2::cache_hint.v4.b32", "ld.global.L1::evict_last.L2::cache_hint.v4.b32",
+            "st.global.L1::evict_first.L2::cache_hint.v4.b32"} <= accesses["h"], accesses["h"]
+    assert not [a for a in accesses["p"] if "evict" in a], accesses["p"]
 
 
 def test_old_interpreters_convert_loop_bounds_as_triton_3_7_does():

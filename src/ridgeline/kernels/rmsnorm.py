@@ -553,7 +553,7 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
-    if not fused and dtype.itemsize == 2 and n <= STREAM_MAX_COLUMNS:
+    if not fused and dtype.itemsize == 2 and STREAM_COLUMNS[0] <= n <= STREAM_COLUMNS[1]:
         cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
@@ -567,21 +567,26 @@ def two_pass_config(fused: bool) -> LaunchConfig:
     return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
 
 
-# The plain op's rows of up to 5120 16-bit columns take L2 stream hints (`stream_hints`) from 8 to 32 rows per SM.
-# Graph-cold on the H200 they were 3-5% faster at 4096 rows of 4096, 4100 and 5120 columns (4096x4096 17.69 vs
-# 18.41 us, 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-stream.json,
-# h200-explore-s6-stream-odd.json), 0.4-1% at 16384-65536 rows; but after an L2 flush (cold-eager) they cost
-# 5-6% there (16384x4096 74.4 vs 71.0 us, 65536x4096 278.8 vs 263.2; h200-bench-rmsnorm-sweep-s6.json against
-# session 2's sweep), so not beyond 32 rows per SM. Not wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even),
-# not the fused op (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
-STREAM_MAX_COLUMNS = 5120
+# The plain op's rows of 4096-5120 16-bit columns take L2 stream hints (`stream_hints`) from 8 to 32 rows per SM.
+# Measured (bf16, graph-cold, H200): 3-5% faster at 4096 rows (31 per SM) of 4096, 4100 and 5120 columns
+# (4096x4096 17.69 vs 18.41 us, 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-
+# stream.json, h200-explore-s6-stream-odd.json), 0.4-1% at 16384-65536 rows; but after an L2 flush (cold-eager)
+# they cost 5-6% there (16384x4096 74.4 vs 71.0 us, 65536x4096 278.8 vs 263.2; h200-bench-rmsnorm-sweep-s6.json
+# against session 2's sweep), so not beyond 32 rows per SM. Not measured, taken by likeness: 8-30 rows per SM
+# (below 8 the lean zone decides at 4096-5120 columns) and fp16 (the same loads and stores). Not wider (4096x8192
+# lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op (within +-1% at 4096
+# columns, 3-4% slower at 8192 and 16384).
+STREAM_COLUMNS = (4096, 5120)
 STREAM_ZONE = (8, 32)
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
 # at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
 # (18.04 vs 18.03), slower from 16384 (64.3 vs 58.9; h200-explore-s6-joint.json, h200-explore-quant-joint.json).
 # Rows of pieces take it beyond one row per SM (1024x4100 6.53 vs 7.11 us, 2048x5125 16.81 vs 17.63; at 128 rows
 # 4100 and 5125 lost 7-9%, 5120 gained 2%: h200-explore-s6-joint-odd.json). The fused dynamic op gains nothing
-# from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json).
+# from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json). Measured on bf16 rows of 4096, 4100,
+# 5120, 5125 and 8192 columns; other widths and fp16 take it by likeness (the same one-pass kernel: one block
+# reduction instead of two). A weight wider than x does not: held through the reduction its registers double,
+# which cost occupancy (and, capped, spills) in the "fp32 weight" measurements.
 JOINT_MAX_ROWS_PER_SM = 16
 
 # Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
@@ -615,7 +620,6 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
             return _quant(two_pass_config(fused), False, False)
-        # (a weight wider than x: not measured, so not taken)
         joint = (quant == QUANT_DYNAMIC and not fused and (sms < m or not cfg.piece_b)
                  and m <= JOINT_MAX_ROWS_PER_SM * sms
                  and (weight_dtype is None or weight_dtype.itemsize <= dtype.itemsize))
@@ -650,9 +654,10 @@ def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
 @functools.lru_cache(maxsize=256)
 def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
     """FP8 outputs (measured on the H200: h200-explore-quant-*.json, h200-ab-fp8.json). One pass: no register cap
-    and no lean zone (both tuned for 16-bit outputs); the weight loaded with x only while the rows fit on the GPU
-    at once (one row per SM or fewer: 0.3-0.4 us saved per call), after the reduction beyond (weight first cost
-    5-10% at large M: 214 vs 203 us at 65536x4096, static). Two passes: at most 64 registers (the first pass also
+    and no lean zone (both tuned for 16-bit outputs); the weight loaded with x while the rows fit on the GPU at
+    once (one row per SM or fewer: 0.3-0.4 us saved per call) or where joint_max needs it (the plain dynamic op up
+    to 16 rows per SM), after the reduction beyond (weight first cost 5-10% at large M: 214 vs 203 us at
+    65536x4096, static). Two passes: at most 64 registers (the first pass also
     holds the weight and a running max: 92 registers, one program per SM; capped, the fused op at 2048x65536
     took 302 instead of 372 us). The row's max reduced with its sum (joint_max) won in one wave (plain 1x4096
     1.94 instead of 2.20 us, 128x4096 2.73 instead of 2.89, h200-explore-quant-joint.json) and lost from 16384
