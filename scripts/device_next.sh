@@ -1,17 +1,16 @@
 # Prepared at the end of session 6 for the next GPU session (not run yet). Run as:
 #   RIDGELINE_GIT_SHA=<sha> RIDGELINE_GIT_DIRTY=0 bash scripts/device_next.sh   (carry .whl)
-# 1. What session 6's launch rules take by likeness, not measurement (kernels/rmsnorm.py, STREAM_COLUMNS,
-#    JOINT_MAX_ROWS_PER_SM): stream hints at 8-30 rows per SM (2048 rows; --focus now times each knob with and
-#    without) and in fp16; joint_max at other widths (7168, 16384) and in fp16. Prediction: the same signs as the
-#    measured points (stream 1-5% faster at 2048 rows, joint 3-10% faster up to 2048 rows).
+# 1. What session 6's launch rules take by likeness, not measurement (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM):
+#    joint_max at other widths (7168, 16384) and in fp16 (prediction: 3-10% faster up to 2048 rows, as measured at
+#    4096-8192 in bf16); the stream hints' cost after an L2 flush (cold-eager) at 12-23 rows per SM, measured only
+#    graph-cold there (prediction: none, as at 31 rows per SM).
 # 2. The fused op's one consistent small-batch loss: graph-cold 16x4096 2.24-2.32 us against torch.compile's
 #    2.06-2.08 (bf16 and fp16 sweeps). Dump inductor's kernel there (scripts/inductor_code.py) and compare its
 #    layout (warps, XBLOCK, loads) with ours before guessing.
 # 3. A fresh fused sweep (bf16; session 2's is the one the verdict quotes) on the final code.
 source scripts/device_setup.sh
 set -o pipefail
-timeout 90 python3 scripts/explore_rmsnorm.py $OUT/explore-stream-mid.json --shapes stream-odd --focus --stream --budget 0.05 2>&1 | tail -9
-timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-stream-fp16.json --shapes aligned --focus --stream --dtype fp16 --budget 0.05 2>&1 | tail -10
+timeout 90 python3 scripts/explore_rmsnorm.py $OUT/explore-stream-mid-ce.json --shapes stream-mid --focus --stream --regime cold-eager --budget 0.1 2>&1 | tail -5
 timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-joint-wide.json --shapes joint-wide --quant --focus --budget 0.05 2>&1 | tail -9
 timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-joint-fp16.json --shapes joint --quant --focus --dtype fp16 --budget 0.05 2>&1 | tail -11
 timeout 120 python3 scripts/inductor_code.py $OUT/inductor-fused-small 16x4096 1x4096 1024x8192 --fused 2>&1 | tail -3

@@ -572,10 +572,11 @@ def two_pass_config(fused: bool) -> LaunchConfig:
 # (4096x4096 17.69 vs 18.41 us, 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-
 # stream.json, h200-explore-s6-stream-odd.json), 0.4-1% at 16384-65536 rows; but after an L2 flush (cold-eager)
 # they cost 5-6% there (16384x4096 74.4 vs 71.0 us, 65536x4096 278.8 vs 263.2; h200-bench-rmsnorm-sweep-s6.json
-# against session 2's sweep), so not beyond 32 rows per SM. Not measured, taken by likeness: 8-30 rows per SM
-# (below 8 the lean zone decides at 4096-5120 columns) and fp16 (the same loads and stores). Not wider (4096x8192
-# lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op (within +-1% at 4096
-# columns, 3-4% slower at 8192 and 16384).
+# against session 2's sweep), so not beyond 32 rows per SM. Within the zone also 1-6% faster at 12-23 rows per SM
+# (1536x4096 8.15 vs 8.27 us, 2048x5120 12.26 vs 12.95, 3072x4100 14.87 vs 15.87) and 4-5% in fp16 (4096x4096
+# 17.63 vs 18.57; h200-explore-s6-stream-{mid,fp16}.json); below 8 the lean zone decides at these widths. Not
+# wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op (within
+# +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
 STREAM_COLUMNS = (4096, 5120)
 STREAM_ZONE = (8, 32)
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
