@@ -25,16 +25,13 @@ import torch
 
 from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
 from ridgeline.kernels.rmsnorm import (
-    LaunchConfig,
     _rms_norm_kernel,
     _rms_norm_split_kernel,
-    candidate_configs,
-    config_for,
     kernel_constexprs,
-    launch_config,
     row_alignments,
     split_constexprs,
 )
+from ridgeline.kernels.rmsnorm_config import LaunchConfig, candidate_configs, config_for, launch_config
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,

@@ -1,6 +1,6 @@
 # Prepared at the end of session 6 for the next GPU session (not run yet). Run as:
 #   RIDGELINE_GIT_SHA=<sha> RIDGELINE_GIT_DIRTY=0 bash scripts/device_next.sh   (carry .whl)
-# 1. What session 6's launch rules take by likeness, not measurement (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM):
+# 1. What session 6's launch rules take by likeness, not measurement (kernels/rmsnorm_config.py, JOINT_MAX_ROWS_PER_SM):
 #    joint_max at other widths (7168, 16384) and in fp16 (prediction: 3-10% faster up to 2048 rows, as measured at
 #    4096-8192 in bf16); the stream hints' cost after an L2 flush (cold-eager) at 12-23 rows per SM, measured only
 #    graph-cold there (prediction: none, as at 31 rows per SM).

@@ -27,9 +27,9 @@ import triton
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
 from ridgeline.kernels._launch import interpreter_enabled
-from ridgeline.kernels.rmsnorm import (
+from ridgeline.kernels.rmsnorm import _launch
+from ridgeline.kernels.rmsnorm_config import (
     LaunchConfig,
-    _launch,
     candidate_configs,
     config_for,
     row_pieces,

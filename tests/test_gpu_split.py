@@ -101,7 +101,8 @@ def test_split_on_two_streams_at_once():
 def test_every_split_candidate_launches_resident_and_right(fused):
     """Every config the explore script times: the grid sized from the driver's occupancy is accepted by the
     cooperative launch, the result is right, and the weight's timing (chosen by row count) changes no bit."""
-    from ridgeline.kernels.rmsnorm import _launch, split_candidates
+    from ridgeline.kernels.rmsnorm import _launch
+    from ridgeline.kernels.rmsnorm_config import split_candidates
 
     n, m = 65536, 600
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)

@@ -196,7 +196,7 @@ def test_capture_describes_the_config_for_the_weights_dtype():
 
     for rows in (1, 4096):
         (launch,) = P.capture_launches("rmsnorm", "ridgeline", (rows, 8192), torch.bfloat16, "w-fp32")
-        with P._patched(K, {"_INTERPRETED": False}):
+        with P._patched(P._family_modules(K.__name__), {"_INTERPRETED": False}):
             cfg = K.config_for(8192, torch.bfloat16, rows, weight_dtype=torch.float32)
         assert launch.config == cfg.describe() and launch.args["WEIGHT_FIRST"] is cfg.weight_first
         assert launch.options.get("maxnreg") is None  # (the bf16 weight's config caps at 32 registers)

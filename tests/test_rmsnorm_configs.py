@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import DEVICE
-from ridgeline.kernels.rmsnorm import LaunchConfig, _launch, candidate_configs, launch_config, row_pieces
+from ridgeline.kernels.rmsnorm import _launch
+from ridgeline.kernels.rmsnorm_config import LaunchConfig, candidate_configs, launch_config, row_pieces
 from test_rmsnorm_kernels import assert_close, rand, ref_rms
 
 
@@ -245,18 +246,18 @@ def test_fp8_joint_max_reduction(n):
         assert ((got - ref).abs() <= 2.0**-9 * ref_scales[:, None] + 0.07 * ref.abs()).all()
     assert torch.equal(ro, (x.double() + r.double()).to(bf16))
     joint = dataclasses.replace(launch_config(n, torch.bfloat16, True), joint_max=True)
-    import ridgeline.kernels.rmsnorm as k
+    import ridgeline.kernels.rmsnorm_config as k
     assert k._quant(joint, False, False).weight_first
     assert not k._quant(launch_config(n, torch.bfloat16), False, False).weight_first
     assert k._quant(launch_config(n, torch.bfloat16), False, True).joint_max
 
 
 def test_joint_max_and_stream_hints_follow_the_measured_rules():
-    """Where the H200 runs measured them faster (kernels/rmsnorm.py, JOINT_MAX_ROWS_PER_SM, STREAM_COLUMNS):
+    """Where the H200 runs measured them faster (kernels/rmsnorm_config.py, JOINT_MAX_ROWS_PER_SM, STREAM_COLUMNS):
     joint_max for the plain dynamic FP8 op up to 16 rows per SM (rows of pieces: beyond one row per SM), a weight
     no wider than x; stream hints for the plain 16-bit op at 4096-5120 columns from 8 to 32 rows per SM (the lean
     zone, below, decides first). Nowhere else."""
-    from ridgeline.kernels.rmsnorm import _sm_count_hint, config_for
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for
 
     bf16, sms = torch.bfloat16, _sm_count_hint()
     for m in (1, 128, sms, sms + 1, 16 * sms):
@@ -313,7 +314,7 @@ def check_split_one(n, x, r, w, cfg):
 
 
 def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
-    from ridgeline.kernels.rmsnorm import _INTERPRETED, MAX_SPLIT, config_for, two_pass_config
+    from ridgeline.kernels.rmsnorm_config import _INTERPRETED, MAX_SPLIT, config_for, two_pass_config
 
     assert not launch_config(20000, torch.bfloat16).split and not launch_config(32768, torch.bfloat16).split
     for n in (40000, 65536, 100001):
@@ -344,7 +345,7 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_where_registers_allow():
     quarter of its lanes), the same layout for both ops at any row count; the weight after the reduction beyond
     one row per SM for rows of pieces (where holding it may cost a program per SM). fp32 rows (128 KB), FP8
     epilogues and a weight wider than x there keep what fits: two passes, or the weight after the reduction."""
-    from ridgeline.kernels.rmsnorm import config_for, two_pass_config
+    from ridgeline.kernels.rmsnorm_config import config_for, two_pass_config
 
     bf16 = torch.bfloat16
     for n, layout in ((16896, (16384, 512, 0)), (20000, (16384, 2048, 2048)), (24576, (32768, 0, 0)),

@@ -405,7 +405,7 @@ def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, weight_dtype: Any = No
                       quant: int = 0) -> str:
     from ridgeline.kernels import rmsnorm as K
 
-    with _patched(K, {"_INTERPRETED": False}):  # the GPU's config, as the capture takes it
+    with _patched(_family_modules(K.__name__), {"_INTERPRETED": False}):  # the GPU's config, as the capture takes it
         return K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, weight_dtype, quant).describe()
 
 
@@ -415,7 +415,8 @@ def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, weight_dtyp
 
     from ridgeline.kernels import rmsnorm as K
 
-    with _patched(K, {"multiprocessor_count": lambda device: sm_count, "_INTERPRETED": False}):
+    with _patched(_family_modules(K.__name__), {"multiprocessor_count": lambda device: sm_count,
+                                                 "_INTERPRETED": False}):
         cfg = K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, weight_dtype, quant)
         return int(K._grid(_numel(shape[:-1]), cfg, torch.device("cuda", 0)))
 
@@ -478,20 +479,29 @@ class _Recorder:
 
 
 class _patched:
-    """Set attributes of an object for the duration of a `with` block (only those it has)."""
+    """Set attributes of an object (or of each of a list of objects) for the duration of a `with` block (only
+    those it has)."""
 
-    def __init__(self, obj: Any, values: dict[str, Any]) -> None:
-        self.obj, self.values, self.old = obj, values, {}
+    def __init__(self, objs: Any, values: dict[str, Any]) -> None:
+        self.objs = objs if isinstance(objs, list) else [objs]
+        self.values, self.old = values, []
 
     def __enter__(self) -> None:
-        for k, v in self.values.items():
-            if hasattr(self.obj, k):
-                self.old[k] = getattr(self.obj, k)
-                setattr(self.obj, k, v)
+        for obj in self.objs:
+            for k, v in self.values.items():
+                if hasattr(obj, k):
+                    self.old.append((obj, k, getattr(obj, k)))
+                    setattr(obj, k, v)
 
     def __exit__(self, *exc: object) -> None:
-        for k, v in self.old.items():
-            setattr(self.obj, k, v)
+        for obj, k, v in reversed(self.old):
+            setattr(obj, k, v)
+
+
+def _family_modules(name: str) -> list[types.ModuleType]:
+    """A kernel module and its loaded helper modules (`<name>_config`, `<name>_split`, ...): the launch rules the
+    capture must see as on the GPU may live in any of them."""
+    return [sys.modules[m] for m in sorted(sys.modules) if m == name or m.startswith(name + "_")]
 
 
 def _kernel_slots(module: Any) -> list[tuple[Any, str, Any]]:
@@ -546,7 +556,7 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
         # The launch a GPU gets, even under the CPU interpreter (which picks its own configs for wide rows).
         patches = {"require_runnable_device": lambda *a, **k: None, "multiprocessor_count": lambda device: sm_count,
                    "_INTERPRETED": False}
-        with _patched(module, patches):
+        with _patched(_family_modules(module.__name__), patches):
             get_spec(op).call(implementation.fn, inputs)
     finally:
         for obj, attr, kernel in reversed(restore):

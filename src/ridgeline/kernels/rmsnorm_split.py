@@ -22,8 +22,8 @@ counter, ran 1.3-2x slower on the H200: docs/perf/rmsnorm.md.)
 
 The arithmetic depends on N, the dtype, CHUNK, SPLIT and the warps only (never on M or the grid): batch
 invariant, and the fused op's out equals the plain op on residual_out bitwise. The CPU interpreter runs programs
-one after another, so it cannot run this kernel (a program would wait forever for the next); rmsnorm.py takes
-the two-pass kernel there.
+one after another, so it cannot run this kernel (a program would wait forever for the next); `config_for`
+(rmsnorm_config.py) takes the two-pass kernel there.
 """
 
 from __future__ import annotations

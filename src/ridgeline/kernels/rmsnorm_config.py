@@ -1,0 +1,369 @@
+"""Launch configurations of the RMSNorm kernel (kernels/rmsnorm.py): the `LaunchConfig` knobs, the candidates the
+explore script times, and the measured rules that pick one per call (`launch_config` by hidden size and dtype,
+`config_for` by row count, op and output). Pure Python: no kernel here.
+
+What decides a row's arithmetic (layout, warps, passes) depends on the hidden size and dtypes only, never on the
+row count, so outputs are batch invariant; the knobs `config_for` sets per row count change no bit
+(tests/test_rmsnorm_configs.py checks both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from ridgeline.kernels._launch import interpreter_enabled, multiprocessor_count
+from ridgeline.kernels.rmsnorm_quant import QUANT_DYNAMIC
+from ridgeline.kernels.rmsnorm_split import chunk_for
+
+# Read once: Triton decided at import whether it interprets (the CPU interpreter cannot run split rows).
+_INTERPRETED = interpreter_enabled()
+
+# Widest row held whole in one program's registers (64 KB: 32768 16-bit columns over 16 warps, 114-126
+# registers, no spills for sm_90); wider rows are split across programs in chunks of CHUNK_BLOCK columns (or,
+# where that cannot run, loop over them twice).
+MAX_SINGLE_PASS_BYTES = 65536
+# One pass over more columns than this: the FP8 epilogues keep two passes (their max needs more registers;
+# not measured in one pass), as does a weight wider than x loaded with it (it would not fit 128 registers).
+WIDE_ONE_PASS = 16384
+# Rows of pieces wider than WIDE_ONE_PASS load the weight after the reduction beyond one row per SM. Loaded with
+# x, it takes a program's registers past 64 for one op or the other (sm_90: fused 16388 72, 18000 80; plain
+# 20000 79; fused 20000 90), which leaves one program of 16 warps per SM instead of two: 134.0 vs 94.4 us at
+# 4096x20000 (fused 218.3 vs 166.9). Where it fits (16896: 64 for both) the weight first was 2-4% faster at 2048
+# rows (43.3 vs 44.9 us, fused 70.0 vs 71.0): the smaller loss (h200-explore-s5-w32k*.json).
+CHUNK_BLOCK = 8192
+# Programs sharing one row at most: all of a row's programs must be resident at once (H200: 264 of 16 warps).
+MAX_SPLIT = 64
+# Narrowest row split across programs. At 32768 columns the two-pass kernel was faster from 128 rows up on the
+# H200 (9.9 vs 11.2 us at 128 rows, 152.7 vs 158.9 at 4096); at 65536 the split row won at 1, 64 and 2048 rows
+# (6.9 vs 16.1, 11.2 vs 14.9, 155.7 vs 178.6 us), fused too (h200-explore-split-final*.json).
+MIN_SPLIT_COLUMNS = 32769
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How a row of hidden size N is processed; a function of N and dtypes only (batch invariance)."""
+
+    block_n: int
+    single_pass: bool
+    num_warps: int
+    # Programs per SM of the persistent grid-stride loop; 0 launches one program per row. Either way a row's
+    # arithmetic is the same, so this may depend on M without breaking batch invariance.
+    programs_per_sm: int = 0
+    # One pass: further power-of-two pieces of the row after the first block_n columns (0 = none); with
+    # pieces, block_n <= N and only the last piece is masked.
+    piece_b: int = 0
+    piece_c: int = 0
+    # Two passes: the second pass walks the chunks last to first; L2 eviction hints on the two passes.
+    reverse_pass2: bool = False
+    l2_hints: bool = False
+    # With one program per row: no grid-stride loop around the row (a persistent grid always loops).
+    loop_free: bool = False
+    # One pass: load the weight with x, before the reduction (latency-bound small batches gain a memory round
+    # trip; large ones lose occupancy to the registers it holds). Neither changes the arithmetic.
+    weight_first: bool = False
+    # Register cap per thread for ptxas (0 = its choice): trades a few spills for more programs per SM.
+    max_registers: int = 0
+    # Rows per SM (lo, hi] where `config_for` launches the lean variant instead (no weight first, registers
+    # capped at lean_max_registers): where the weight's registers would cost a second wave of programs.
+    lean_zone: tuple[int, int] = (0, 0)
+    lean_max_registers: int = 0
+    # Dynamic FP8, one pass: reduce max |x * w| with the sum of squares (one block reduction instead of two; needs
+    # the weight first). The scale is then rstd * max |x * w|, which equals max |y| bitwise because y is
+    # (x * w) * rstd for this op (`_y_piece`), so it changes no bit and may follow the row count. Ignored by the
+    # other ops.
+    joint_max: bool = False
+    # Wide rows: this many programs share a row, each holding block_n columns (a chunk) in registers, and they
+    # exchange partial sums (kernels/rmsnorm_split.py). programs_per_sm then caps the programs per SM (0: as
+    # many as fit). The CPU interpreter cannot run it: `config_for` takes `two_pass_config` there.
+    split: int = 0
+    # Two passes: unroll each pass's loop over chunks this many times (0/1: not), so that many chunks' loads are
+    # in flight together; changes no bit (the same additions in the same order).
+    unroll: int = 0
+    # One pass: L2 eviction hints for rows that are read and written once (x, residual, y, residual_out:
+    # evict_first) and for the weight every row reads (evict_last). Changes no bit.
+    stream_hints: bool = False
+    # Rows per SM (lo, hi] where `config_for` sets stream_hints.
+    stream_zone: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        if self.piece_c and not self.piece_b:
+            raise ValueError("LaunchConfig: piece_c needs piece_b")
+        if (self.piece_b or self.piece_c) and not self.single_pass:
+            raise ValueError("LaunchConfig: row pieces are a one-pass layout")
+        if self.split and self.single_pass:
+            raise ValueError("LaunchConfig: a split row is not a one-pass layout")
+
+
+    def width(self) -> int:
+        """Columns one pass covers: rows up to this wide fit (one pass, split rows), or the chunk width (two
+        passes)."""
+        return self.block_n * max(1, self.split) + self.piece_b + self.piece_c
+
+    def describe(self) -> str:
+        grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
+        if self.loop_free:
+            grid += " no-loop"
+        if self.weight_first:
+            grid += " w-first"
+        if self.max_registers:
+            grid += f" regs<={self.max_registers}"
+        if self.joint_max:
+            grid += " joint-max"
+        if self.stream_hints:
+            grid += " stream"
+        if self.split:
+            grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
+            return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
+                " w-first" if self.weight_first else "")
+        if self.single_pass:
+            pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
+            return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
+        extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
+                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
+        return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
+
+
+def row_pieces(n: int, max_pieces: int = 3, min_piece: int = 1) -> tuple[int, ...]:
+    """Split a row of n columns into power-of-two pieces, largest first: 5120 -> (4096, 1024), 7168 -> (4096,
+    2048, 1024); the last piece is rounded up (masked) when n has more set bits than max_pieces allows, and to
+    at least min_piece (pieces no smaller than a program's threads: 4100 -> (4096, 128) with 4 warps)."""
+    pieces: list[int] = []
+    rest = n
+    while rest > 0:
+        p = 1 << (rest.bit_length() - 1)
+        if len(pieces) == max_pieces - 1 or p < min_piece:
+            pieces.append(max(triton.next_power_of_2(rest), min_piece if pieces else 1))
+            break
+        pieces.append(p)
+        rest -= p
+    return tuple(pieces)
+
+
+def candidate_configs(n: int) -> list[LaunchConfig]:
+    """The configs worth timing for hidden size n (scripts/explore_rmsnorm.py sweeps them): warps around the
+    current choice, the row as one masked power-of-two block or as exact power-of-two pieces, and for wide or
+    unaligned rows two-pass variants (chunk width, warps, persistent grid, second pass reversed, L2 hints)."""
+    out = []
+    block = triton.next_power_of_2(n)
+    # (up to 32768 16-bit columns in one pass, no spills for sm_90: 16 warps 114-126 registers, 32 warps 61-64)
+    if block * 2 <= MAX_SINGLE_PASS_BYTES:
+        for warps in (1, 2, 4, 8, 16, 32):
+            layouts = [(block, 0, 0)]
+            pieces = row_pieces(n, min_piece=32 * warps)
+            if len(pieces) > 1 and pieces[0] != block:
+                layouts.append((*pieces, 0, 0)[:3])
+            for first, b, c in layouts:
+                per_thread = first // (32 * warps)
+                if 2 <= per_thread <= 64:
+                    for loop_free in (False, True):
+                        for w_first in (False, True):
+                            out.append(LaunchConfig(first, True, warps, 0, b, c, loop_free=loop_free,
+                                                    weight_first=w_first))
+    out += split_candidates(n)
+    unaligned = (n * 2) % 16 != 0
+    orders = ((False, False), (True, False), (True, True), (False, True))
+    if block > 16384:  # wide rows: two passes only
+        for chunk, warps in ((8192, 16), (4096, 8)):
+            for per_sm in (0, 2):
+                for rev, hints in orders:
+                    out.append(LaunchConfig(chunk, False, warps, per_sm, reverse_pass2=rev, l2_hints=hints))
+    elif unaligned and n >= 2048:
+        for chunk in (1024, 2048):
+            for rev, hints in orders[:2]:
+                out.append(LaunchConfig(chunk, False, 8, 0, reverse_pass2=rev, l2_hints=hints))
+    elif n >= 16384:
+        for rev, hints in orders:
+            out.append(LaunchConfig(8192, False, 16, 0, reverse_pass2=rev, l2_hints=hints))
+    return out
+
+
+def split_candidates(n: int) -> list[LaunchConfig]:
+    """Rows of 16K columns and more split across programs: chunk widths and warps, the weight loaded with x or
+    after the wait (as many programs per SM as fit: one per SM was 1.3-3x slower at 2048x65536 on the H200)."""
+    out = []
+    if n < 16384:
+        return out
+    for chunk, warps in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+        split = triton.cdiv(n, chunk)
+        if 2 <= split <= MAX_SPLIT:
+            for weight_first in (False, True):
+                out.append(LaunchConfig(chunk, False, warps, split=split, weight_first=weight_first))
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConfig:
+    """The launch configuration for rows of n columns (docs/perf/rmsnorm.md has the sweeps behind each rule).
+
+    What decides the arithmetic (row layout, warps, one pass or two) depends on n and the dtype only, and is the
+    same for the plain and the fused op: outputs are batch invariant and `fused.out == rms_norm(residual_out)`
+    bitwise. The other knobs change no bit and may follow the op (and, in `config_for`, the row count).
+    - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
+      reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
+      of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 20000 = 16384 + 2048 + 2048).
+    - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
+      others (narrower vectors need more of them in flight), between 1 and 16 warps.
+    - Wider rows: split across programs of 8192 columns and 8 warps that exchange partial sums
+      (kernels/rmsnorm_split.py), every byte read once. Where a split row cannot run (and fp32 rows of 16K-32K
+      columns): two passes over 8K-column chunks, 16 warps, with L2 eviction hints so the second pass finds the
+      row in L2; the plain op runs 2 programs per SM, the fused one walks the second pass backwards.
+    """
+    block = triton.next_power_of_2(n)
+    if block * dtype.itemsize > MAX_SINGLE_PASS_BYTES:
+        split = triton.cdiv(n, CHUNK_BLOCK)
+        if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
+            return LaunchConfig(chunk_for(n, split), False, 8, split=split)
+        return two_pass_config(fused)
+    per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
+    warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
+    # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
+    # replicates them, and the fused op gave wrong, nondeterministic bits that way on the H200 (4100 = 4096 + 4).
+    pieces = row_pieces(n, min_piece=32 * warps)
+    if len(pieces) > 1 and (block - n) * 4 > block:
+        first, b, c = (*pieces, 0, 0)[:3]
+    else:
+        first, b, c = block, 0, 0
+    cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+    if b and cfg.width() > WIDE_ONE_PASS:
+        cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
+    if not fused and dtype.itemsize == 2 and STREAM_COLUMNS[0] <= n <= STREAM_COLUMNS[1]:
+        cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
+    tuned = _TUNED.get((n, dtype.itemsize))
+    return dataclasses.replace(cfg, **tuned) if tuned else cfg
+
+
+def two_pass_config(fused: bool) -> LaunchConfig:
+    """Rows too wide for one program, where a split row cannot run (CPU interpreter, FP8 epilogues, rows split
+    more than MAX_SPLIT ways): two passes over 8K-column chunks, the second re-reading the row from L2."""
+    if fused:
+        return LaunchConfig(CHUNK_BLOCK, False, 16, reverse_pass2=True, l2_hints=True)
+    return LaunchConfig(CHUNK_BLOCK, False, 16, programs_per_sm=2, l2_hints=True)
+
+
+# The plain op's rows of 4096-5120 16-bit columns take L2 stream hints (`stream_hints`) from 8 to 32 rows per SM.
+# Measured (bf16, graph-cold, H200): 3-5% faster at 4096 rows (31 per SM) of 4096, 4100 and 5120 columns
+# (4096x4096 17.69 vs 18.41 us, 4096x5120 21.86 vs 22.59, 4096x4100 18.75 vs 19.71; h200-explore-s6-aligned-
+# stream.json, h200-explore-s6-stream-odd.json), 0.4-1% at 16384-65536 rows; but after an L2 flush (cold-eager)
+# they cost 5-6% there (16384x4096 74.4 vs 71.0 us, 65536x4096 278.8 vs 263.2; h200-bench-rmsnorm-sweep-s6.json
+# against session 2's sweep), so not beyond 32 rows per SM. Within the zone also 1-6% faster at 12-23 rows per SM
+# (1536x4096 8.15 vs 8.27 us, 2048x5120 12.26 vs 12.95, 3072x4100 14.87 vs 15.87) and 4-5% in fp16 (4096x4096
+# 17.63 vs 18.57; h200-explore-s6-stream-{mid,fp16}.json); below 8 the lean zone decides at these widths. Not
+# wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op (within
+# +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
+STREAM_COLUMNS = (4096, 5120)
+STREAM_ZONE = (8, 32)
+# The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
+# at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
+# (18.04 vs 18.03), slower from 16384 (64.3 vs 58.9; h200-explore-s6-joint.json, h200-explore-quant-joint.json).
+# Rows of pieces take it beyond one row per SM (1024x4100 6.53 vs 7.11 us, 2048x5125 16.81 vs 17.63; at 128 rows
+# 4100 and 5125 lost 7-9%, 5120 gained 2%: h200-explore-s6-joint-odd.json). The fused dynamic op gains nothing
+# from it (within +-2% up to 2048 rows, h200-explore-s6-joint-fused.json). Measured on bf16 rows of 4096, 4100,
+# 5120, 5125 and 8192 columns; other widths and fp16 take it by likeness (the same one-pass kernel: one block
+# reduction instead of two). A weight wider than x does not: held through the reduction its registers double,
+# which cost occupancy (and, capped, spills) in the "fp32 weight" measurements.
+JOINT_MAX_ROWS_PER_SM = 16
+
+# Measured on the H200 (triton 3.6, sm_90; scripts/explore_rmsnorm.py --shapes cliff --focus, records
+# docs/results/h200-explore-*-cliff.json). Weight-first holds more registers: at 4096 columns 38 instead of 32
+# (6 programs of 8 warps per SM instead of 8), so 793-1056 rows take two waves instead of one; at 5120, 48
+# (5 per SM) against 32 for the lean variant capped at 32 registers (8 per SM). At 8192 a 32-register cap keeps
+# weight-first at 4 programs per SM without spilling (39 registers: 3).
+_TUNED: dict[tuple[int, int], dict] = {
+    (4096, 2): {"lean_zone": (6, 8)},
+    (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
+    (8192, 2): {"max_registers": 32},
+}
+
+
+def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
+               weight_dtype: torch.dtype | None = None, quant: int = 0) -> LaunchConfig:
+    """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
+    bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
+    cfg = launch_config(n, dtype, fused)
+    if cfg.split:
+        # (A row's programs must all be resident: at least 2 of 8 warps fit per SM, so up to 2 per SM always do;
+        # a small GPU, e.g. a MIG slice, takes two passes for rows split wider than that.)
+        if quant or _INTERPRETED or cfg.split > 2 * _sm_count_hint():
+            return _quant(two_pass_config(fused), False, False) if quant else two_pass_config(fused)
+        # While each program has one row (about 4 programs of 8 warps fit per SM, 2 of the fused op's with the
+        # weight first), the weight is best loaded with x (its latency hidden): 6.9 instead of 8.4 us at 1x65536;
+        # beyond, after the wait (fewer registers, more programs): fused 64x65536 15.6 instead of 17.4 us.
+        per_sm = 2 if fused else 4
+        return _split_weight_first(cfg) if m * cfg.split <= per_sm * _sm_count_hint() else cfg
+    sms = _sm_count_hint()
+    if quant:
+        if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
+            return _quant(two_pass_config(fused), False, False)
+        joint = (quant == QUANT_DYNAMIC and not fused and (sms < m or not cfg.piece_b)
+                 and m <= JOINT_MAX_ROWS_PER_SM * sms
+                 and (weight_dtype is None or weight_dtype.itemsize <= dtype.itemsize))
+        return _quant(cfg, m <= sms, joint)
+    if weight_dtype is not None and weight_dtype.itemsize > dtype.itemsize and cfg.single_pass:
+        # A weight wider than x (fp32 weight, bf16 x) held through the reduction doubles its registers: under
+        # the 32-register cap of 8192 columns that spilled, 1.8x slower on the H200
+        # (h200-bench-rmsnorm-wfp32.json). Uncapped; loaded with x up to two rows per SM (decode: 1.56 instead
+        # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
+        # after the reduction beyond.
+        return _wide_weight(cfg, m <= 2 * _sm_count_hint() and cfg.width() <= WIDE_ONE_PASS)
+    lo, hi = cfg.lean_zone
+    if hi and lo * sms < m <= hi * sms:
+        return _lean(cfg)
+    lo, hi = cfg.stream_zone
+    if hi and lo * sms < m <= hi * sms:
+        return _stream(cfg)
+    return cfg
+
+
+@functools.lru_cache(maxsize=256)
+def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0,
+                               stream_zone=(0, 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
+    """FP8 outputs (measured on the H200: h200-explore-quant-*.json, h200-ab-fp8.json). One pass: no register cap
+    and no lean zone (both tuned for 16-bit outputs); the weight loaded with x while the rows fit on the GPU at
+    once (one row per SM or fewer: 0.3-0.4 us saved per call) or where joint_max needs it (the plain dynamic op up
+    to 16 rows per SM), after the reduction beyond (weight first cost 5-10% at large M: 214 vs 203 us at
+    65536x4096, static). Two passes: at most 64 registers (the first pass also
+    holds the weight and a running max: 92 registers, one program per SM; capped, the fused op at 2048x65536
+    took 302 instead of 372 us). The row's max reduced with its sum (joint_max) won in one wave (plain 1x4096
+    1.94 instead of 2.20 us, 128x4096 2.73 instead of 2.89, h200-explore-quant-joint.json) and lost from 16384
+    rows (64.3 vs 58.9 us): `config_for` asks for it (joint) where it won (JOINT_MAX_ROWS_PER_SM)."""
+    if not cfg.single_pass:
+        return dataclasses.replace(cfg, max_registers=64)
+    # (joint_max gives the bits of the separate max: by construction, and tested on the CPU and the H200. It needs
+    # the weight first; a config asking for it keeps it.)
+    joint = joint or cfg.joint_max
+    return dataclasses.replace(cfg, weight_first=one_wave or joint, joint_max=joint, max_registers=0,
+                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _stream(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, stream_hints=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _lean(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, weight_first=False, max_registers=cfg.lean_max_registers)
+
+
+@functools.lru_cache(maxsize=1)
+def _sm_count_hint() -> int:
+    """SMs of the current GPU (132 on an H200) for the row-count rules; 132 where there is none."""
+    if torch.cuda.is_available():
+        return multiprocessor_count(torch.device("cuda", torch.cuda.current_device()))
+    return 132
+
