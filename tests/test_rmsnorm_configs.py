@@ -361,12 +361,11 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_where_registers_allow():
     assert config_for(5125, bf16, 4096).weight_first  # (the weight-after rule is for rows wider than 16384)
 
 
-def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
-    """The exchange is right only if the partial's store and the release add are issued by the same thread (PTX
-    orders them by program order): compiled for sm_90, both must carry the same predicate, and the acquire spin
-    must stay inside the row loop."""
+def _ptx_for_sm90(loop: str) -> list[str]:
+    """PTX compiled ahead of time for sm_90 (no GPU needed), in a fresh process without the CPU interpreter:
+    `loop` is Python that calls emit(text, launch) once per kernel (launch from compile_configs.launch_for); each
+    kernel's text and PTX come back in order."""
     import os
-    import re
     import subprocess
     import sys
 
@@ -374,16 +373,29 @@ def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
         "import sys, torch; sys.path.insert(0, 'scripts')\n"
         "from compile_configs import launch_for\n"
         "from ridgeline.harness.profile import aot_compile\n"
-        "from ridgeline.kernels.rmsnorm import launch_config\n"
-        "for fused in (False, True):\n"
-        "    print(aot_compile(launch_for(65536, launch_config(65536, torch.bfloat16, fused), fused)).asm['ptx'])\n"
+        "from ridgeline.kernels.rmsnorm import config_for, launch_config\n"
+        "def emit(text, launch):\n"
+        "    print(text, aot_compile(launch).asm['ptx'])\n"
         "    print('=====')\n"
+        + loop
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    for ptx in res.stdout.split("=====")[:2]:
+    return res.stdout.split("=====")[:-1]
+
+
+def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
+    """The exchange is right only if the partial's store and the release add are issued by the same thread (PTX
+    orders them by program order): compiled for sm_90, both must carry the same predicate, and the acquire spin
+    must stay inside the row loop."""
+    import re
+
+    ptxs = _ptx_for_sm90("for fused in (False, True):\n"
+                         "    emit(fused, launch_for(65536, launch_config(65536, torch.bfloat16, fused), fused))\n")
+    assert len(ptxs) == 2
+    for ptx in ptxs:
         store = re.search(r"@(%p\d+) st\.global\.b32 \[ %rd\d+ \+ 0 \], \{ %r\d+ \};\s*\n[^@]*"
                           r"@(%p\d+) atom\.global\.gpu\.release\.add", ptx)
         assert store and store.group(1) == store.group(2), "partial store and release add on different predicates"
@@ -394,26 +406,11 @@ def test_stream_hints_reach_the_compiled_kernel():
     """The CPU interpreter ignores eviction policies, so the bit tests cannot see them: compiled for sm_90, the
     config `config_for` picks inside the stream zone loads rows evict_first and the weight evict_last and stores
     evict_first, and the one outside it carries no policy."""
-    import os
     import re
-    import subprocess
-    import sys
 
-    code = (
-        "import sys, torch; sys.path.insert(0, 'scripts')\n"
-        "from compile_configs import launch_for\n"
-        "from ridgeline.harness.profile import aot_compile\n"
-        "from ridgeline.kernels.rmsnorm import config_for\n"
-        "for m in (4096, 1):\n"
-        "    cfg = config_for(4096, torch.bfloat16, m)\n"
-        "    print(cfg.stream_hints, aot_compile(launch_for(4096, cfg, False)).asm['ptx'])\n"
-        "    print('=====')\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    hinted, plain = res.stdout.split("=====")[:2]
+    hinted, plain = _ptx_for_sm90("for m in (4096, 1):\n"
+                                  "    cfg = config_for(4096, torch.bfloat16, m)\n"
+                                  "    emit(cfg.stream_hints, launch_for(4096, cfg, False))\n")
     assert hinted.strip().startswith("True") and plain.strip().startswith("False")
     accesses = {name: set(re.findall(r"(?:ld|st)\.global[\w:.]*", ptx)) for name, ptx in (("h", hinted), ("p", plain))}
     assert {"ld.global.L1::evict_first.L2::cache_hint.v4.b32", "ld.global.L1::evict_last.L2::cache_hint.v4.b32",
