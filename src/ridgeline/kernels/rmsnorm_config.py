@@ -285,17 +285,17 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = launch_config(n, dtype, fused)
+    sms = _sm_count_hint()
     if cfg.split:
         # (A row's programs must all be resident: at least 2 of 8 warps fit per SM, so up to 2 per SM always do;
         # a small GPU, e.g. a MIG slice, takes two passes for rows split wider than that.)
-        if quant or _INTERPRETED or cfg.split > 2 * _sm_count_hint():
+        if quant or _INTERPRETED or cfg.split > 2 * sms:
             return _quant(two_pass_config(fused), False, False) if quant else two_pass_config(fused)
         # While each program has one row (about 4 programs of 8 warps fit per SM, 2 of the fused op's with the
         # weight first), the weight is best loaded with x (its latency hidden): 6.9 instead of 8.4 us at 1x65536;
         # beyond, after the wait (fewer registers, more programs): fused 64x65536 15.6 instead of 17.4 us.
         per_sm = 2 if fused else 4
-        return _split_weight_first(cfg) if m * cfg.split <= per_sm * _sm_count_hint() else cfg
-    sms = _sm_count_hint()
+        return _split_weight_first(cfg) if m * cfg.split <= per_sm * sms else cfg
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
             return _quant(two_pass_config(fused), False, False)
@@ -309,7 +309,7 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # (h200-bench-rmsnorm-wfp32.json). Uncapped; loaded with x up to two rows per SM (decode: 1.56 instead
         # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
         # after the reduction beyond.
-        return _wide_weight(cfg, m <= 2 * _sm_count_hint() and cfg.width() <= WIDE_ONE_PASS)
+        return _wide_weight(cfg, m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS)
     lo, hi = cfg.lean_zone
     if hi and lo * sms < m <= hi * sms:
         return _lean(cfg)
