@@ -69,8 +69,7 @@ def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
     base = run(LaunchConfig(p[0], True, 2, 0, p[1], p[2]), x, w, r)
     for knobs in ({"programs_per_sm": 1}, {"loop_free": True}, {"weight_first": True},
                   {"weight_first": True, "loop_free": True}, {"stream_hints": True},
-                  {"stream_hints": True, "weight_first": True}, {"programs_per_sm": 1, "row_stages": 3},
-                  {"programs_per_sm": 2, "row_stages": 2, "weight_first": True}):
+                  {"stream_hints": True, "weight_first": True}):
         other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
     wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
@@ -187,10 +186,9 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     assert not config_for(n, torch.bfloat16, 100000, quant=2).weight_first  # beyond one wave: weight after
     base = config_for(n, torch.bfloat16, m, fused=True, quant=2)
     knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm,
-                                 joint_max=joint, stream_hints=stream, row_stages=stages)
+                                 joint_max=joint, stream_hints=stream)
              for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)
-             for joint in ((False, True) if wf else (False,)) for stream in (False, True)
-             for stages in ((0, 2) if per_sm else (0,))]
+             for joint in ((False, True) if wf else (False,)) for stream in (False, True)]
     outs = []
     for quant, scale in ((2, torch.empty(m, device=DEVICE)), (1, torch.tensor([0.01], device=DEVICE))):
         for cfg in knobs:
@@ -204,7 +202,7 @@ def test_fp8_knobs_leave_the_bits_alone(n):
 
 
 @pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
-                                   ["--stream", "--quant", "--dtype", "fp16"], ["--stages", "--fused"]])
+                                   ["--stream", "--quant", "--dtype", "fp16"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json

@@ -178,8 +178,7 @@ def _norm_row(
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
     L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
-    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr, wa0=None, wb0=None, wc0=None,
-    W_HOISTED: tl.constexpr = False,
+    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -205,23 +204,15 @@ def _norm_row(
         # loads (weight included) issued before the reduction so their latencies overlap.
         B_OFF: tl.constexpr = BLOCK_N
         C_OFF: tl.constexpr = BLOCK_N + PIECE_B
-        # W_HOISTED: the caller loaded the weight once for all its rows (wa0, wb0, wc0).
-        W_EARLY: tl.constexpr = HAS_WEIGHT and (WEIGHT_FIRST or W_HOISTED)
-        W_LOAD: tl.constexpr = W_EARLY and not W_HOISTED
+        W_EARLY: tl.constexpr = HAS_WEIGHT and WEIGHT_FIRST
         xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
-                             HAS_RESIDUAL, W_LOAD, STREAM_HINTS, EMULATE_RNE)
+                             HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         if PIECE_B > 0:
             xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
-                                 HAS_RESIDUAL, W_LOAD, STREAM_HINTS, EMULATE_RNE)
+                                 HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         if PIECE_C > 0:
             xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
-                                 HAS_RESIDUAL, W_LOAD, STREAM_HINTS, EMULATE_RNE)
-        if W_HOISTED:
-            wa = wa0
-            if PIECE_B > 0:
-                wb = wb0
-            if PIECE_C > 0:
-                wc = wc0
+                                 HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
         if JOINT:
@@ -243,7 +234,7 @@ def _norm_row(
         rstd = tl.rsqrt(sum_sq / N + eps)
         # With weight first the weight is in registers already; the dynamic scale also needs it before any
         # store, so it loads it here, once, after the reduction; otherwise each piece loads it when storing.
-        W_LATE: tl.constexpr = HAS_WEIGHT and not W_EARLY and QUANT == 2
+        W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
         W_HELD: tl.constexpr = W_EARLY or W_LATE
         if W_LATE:
             wa = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0, STREAM_HINTS)
@@ -336,7 +327,7 @@ def _rms_norm_kernel(
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
     QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, STREAM_HINTS: tl.constexpr,
-    EMULATE_RNE: tl.constexpr, ROW_STAGES: tl.constexpr,
+    EMULATE_RNE: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
     # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -347,25 +338,6 @@ def _rms_norm_kernel(
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
                   STREAM_HINTS, EMULATE_RNE)
-    elif ROW_STAGES > 1:
-        # Persistent grid whose row loop Triton software-pipelines: the next rows' loads are issued as async
-        # copies into shared memory while this row is reduced, so an SM's loads stream without a gap between rows.
-        # With the weight first, a program loads it once, before its rows (held in registers throughout).
-        HOIST: tl.constexpr = SINGLE_PASS and WEIGHT_FIRST and HAS_WEIGHT
-        wa0 = None
-        wb0 = None
-        wc0 = None
-        if HOIST:
-            wa0 = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0, STREAM_HINTS)
-            if PIECE_B > 0:
-                wb0 = _load_weight(W, BLOCK_N, N, PIECE_B, PIECE_C == 0, STREAM_HINTS)
-            if PIECE_C > 0:
-                wc0 = _load_weight(W, BLOCK_N + PIECE_B, N, PIECE_C, True, STREAM_HINTS)
-        for row in tl.range(pid, M, tl.num_programs(0), num_stages=ROW_STAGES):
-            _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
-                      weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
-                      HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE, wa0, wb0, wc0, HOIST)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
@@ -509,7 +481,7 @@ def kernel_constexprs(
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
             "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
-            "EMULATE_RNE": _INTERPRETED, "ROW_STAGES": cfg.row_stages if cfg.programs_per_sm else 0}
+            "EMULATE_RNE": _INTERPRETED}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)

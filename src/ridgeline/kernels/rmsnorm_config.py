@@ -89,9 +89,6 @@ class LaunchConfig:
     stream_hints: bool = False
     # Rows per SM (lo, hi] where `config_for` sets stream_hints.
     stream_zone: tuple[int, int] = (0, 0)
-    # Persistent grid (programs_per_sm > 0): Triton software-pipelines the row loop over this many stages (0/1:
-    # not), issuing the next rows' loads as async copies into shared memory. Changes no bit.
-    row_stages: int = 0
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -119,8 +116,6 @@ class LaunchConfig:
             grid += " joint-max"
         if self.stream_hints:
             grid += " stream"
-        if self.row_stages > 1 and self.programs_per_sm:
-            grid += f" stages={self.row_stages}"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
