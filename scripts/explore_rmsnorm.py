@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              stream-odd|stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
+                              small|stream-odd|stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
                     [--unroll] [--stream]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
@@ -135,6 +135,7 @@ def main() -> None:
               "aligned": [(4096, 4096), (16384, 4096), (65536, 4096), (4096, 7168), (4096, 8192), (16384, 8192),
                           (4096, 16384), (1024, 8192), (4096, 5120)],
               "joint": [(m, n) for n in (4096, 8192) for m in (1, 128, 512, 1024, 2048)],
+              "small": [(1, 4096), (16, 4096), (64, 4096)],
               "stream-mid": [(1536, 4096), (2048, 4096), (2048, 5120), (3072, 4100)],
               "stream-fp16": [(4096, 4096), (4096, 5120), (2048, 4096)],
               "joint-wide": [(m, n) for n in (7168, 16384) for m in (1, 128, 1024, 2048)],
