@@ -2,9 +2,10 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|stream-odd|stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
+                              small|small-zone|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
+                              joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
-                    [--unroll] [--stream]
+                    [--unroll] [--stream] [--const-n]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
@@ -115,6 +116,9 @@ def main() -> None:
                          "times")
     ap.add_argument("--stream", action="store_true",
                     help="also every one-pass candidate with L2 stream hints (rows evict_first, weight evict_last)")
+    ap.add_argument("--const-n", action="store_true",
+                    help="also the default and two passes over 4K-16K chunks (one program per row, L2 hints; fused: "
+                         "also the second pass reversed), with the hidden size compiled in (const_n)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -136,6 +140,9 @@ def main() -> None:
                           (4096, 16384), (1024, 8192), (4096, 5120)],
               "joint": [(m, n) for n in (4096, 8192) for m in (1, 128, 512, 1024, 2048)],
               "small": [(1, 4096), (16, 4096), (64, 4096)],
+              "const-n": [(4096, 16384), (1024, 16384), (1, 16384), (4096, 20000), (16, 20000), (4096, 24576),
+                          (2048, 16896), (4096, 32768), (1024, 32768), (128, 32768), (1, 32768)],
+              "small-zone": [(128, 4096), (256, 4096), (1, 8192), (16, 8192), (128, 8192), (16, 5120), (16, 7168)],
               "stream-mid": [(1536, 4096), (2048, 4096), (2048, 5120), (3072, 4100)],
               "stream-fp16": [(4096, 4096), (4096, 5120), (2048, 4096)],
               "joint-wide": [(m, n) for n in (7168, 16384) for m in (1, 128, 1024, 2048)],
@@ -159,13 +166,21 @@ def main() -> None:
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
         quant = 2 if args.quant else 0
         default = config_for(n, dtype, m, args.fused, weight_dtype=wdtype, quant=quant)
-        cands = focus_configs(default, args.quant, args.fused, n) if args.focus else candidate_configs(n)
+        if args.focus:
+            cands = focus_configs(default, args.quant, args.fused, n)
+        else:  # (--const-n alone: the default and its variants only)
+            cands = [default] if args.const_n else candidate_configs(n)
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
         if args.unroll:
             cands = cands + [LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, unroll=u)
                              for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
                              for u in (1, 2, 4) if chunk * u <= n]
+        if args.const_n:
+            cands = cands + [dataclasses.replace(default, const_n=True)] + [
+                LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)
+                for chunk, warps in ((16384, 32), (8192, 16), (4096, 16)) if chunk < n
+                for rev in ((False, True) if args.fused else (False,))]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
         cands = list(dict.fromkeys(cands))
@@ -177,6 +192,7 @@ def main() -> None:
                    "joint_max": cfg.joint_max, "stream_hints": cfg.stream_hints,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
+                   "const_n": cfg.const_n,
                    "bytes": bytes_moved}
             try:
                 calls = [functools.partial(_launch, s[0], n, s[1], n, s[3], n, s[4], s[2], n, m, n, 1e-6, 0.0, cfg,

@@ -35,6 +35,9 @@ def configs_for(n):
             out.append(LaunchConfig(16, False, 1, 0, reverse_pass2=rev, l2_hints=hints))
     out.append(LaunchConfig(32, False, 2, 1, reverse_pass2=True, l2_hints=True))
     out.append(LaunchConfig(16, False, 1, 0, l2_hints=True, unroll=2))
+    out.append(LaunchConfig(32, False, 2, 0, l2_hints=True, loop_free=True, const_n=True))
+    out.append(LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], weight_first=True,
+                            const_n=True))
     out.append(LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], weight_first=True,
                             stream_hints=True))
     return out
@@ -69,12 +72,13 @@ def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
     base = run(LaunchConfig(p[0], True, 2, 0, p[1], p[2]), x, w, r)
     for knobs in ({"programs_per_sm": 1}, {"loop_free": True}, {"weight_first": True},
                   {"weight_first": True, "loop_free": True}, {"stream_hints": True},
-                  {"stream_hints": True, "weight_first": True}):
+                  {"stream_hints": True, "weight_first": True}, {"const_n": True}):
         other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
     wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
         {}, {"reverse_pass2": True}, {"l2_hints": True}, {"programs_per_sm": 2, "reverse_pass2": True},
-        {"unroll": 2}, {"unroll": 4, "reverse_pass2": True}, {"l2_hints": True, "unroll": 2})]
+        {"unroll": 2}, {"unroll": 4, "reverse_pass2": True}, {"l2_hints": True, "unroll": 2},
+        {"const_n": True}, {"const_n": True, "reverse_pass2": True, "loop_free": True})]
     assert all(torch.equal(a[0], wide[0][0]) for a in wide)
 
 
@@ -202,7 +206,7 @@ def test_fp8_knobs_leave_the_bits_alone(n):
 
 
 @pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
-                                   ["--stream", "--quant", "--dtype", "fp16"]])
+                                   ["--stream", "--quant", "--dtype", "fp16"], ["--const-n", "--fused"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json

@@ -327,11 +327,16 @@ def _rms_norm_kernel(
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
     QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, STREAM_HINTS: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    EMULATE_RNE: tl.constexpr, N_CONST: tl.constexpr,
 ):
-    # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can use
-    # vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
-    N = n_q * N_ALIGN
+    if N_CONST > 0:
+        # The hidden size compiled in (LaunchConfig.const_n): loop bounds and masks are constants, so the
+        # two-pass loops unroll (every chunk's loads in flight together) and wholly masked loads drop out.
+        N = N_CONST
+    else:
+        # N = n_q * N_ALIGN: the compiler then knows the mask `cols < N` is constant over N_ALIGN lanes and can
+        # use vector accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
+        N = n_q * N_ALIGN
     pid = tl.program_id(0)
     if ONE_ROW:  # one program per row, no loop
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
@@ -470,10 +475,13 @@ def _last_piece(cfg: LaunchConfig) -> int:
 
 def kernel_constexprs(
     cfg: LaunchConfig, aligns: tuple[int, int, int, int, int], has_residual: bool, has_weight: bool, one_row: bool,
-    quant: int = 0,
+    quant: int = 0, n: int = 0,
 ) -> dict[str, object]:
     """The kernel's compile-time arguments, in signature order: (x, residual, residual_out, y, N) alignments,
-    the op's flags (quant: 0 none, 1 static FP8 scale, 2 dynamic per-row FP8 scales) and the launch config."""
+    the op's flags (quant: 0 none, 1 static FP8 scale, 2 dynamic per-row FP8 scales) and the launch config (n:
+    the hidden size, compiled in where the config asks for it)."""
+    if cfg.const_n and n <= 0:
+        raise ValueError(f"cfg: {cfg.describe()} compiles the hidden size in: pass n")
     xa, ra, roa, ya, na = aligns
     return {"X_ALIGN": xa, "R_ALIGN": ra, "RO_ALIGN": roa, "Y_ALIGN": ya, "N_ALIGN": na,
             "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": has_weight, "BLOCK_N": cfg.block_n,
@@ -481,7 +489,7 @@ def kernel_constexprs(
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
             "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
-            "EMULATE_RNE": _INTERPRETED}
+            "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)
@@ -549,7 +557,7 @@ def _launch(
     xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
     grid = _grid(m, cfg, x.device)
     constexprs = kernel_constexprs(cfg, (xa, ra, roa, ya, na), has_res, weight is not None,
-                                   cfg.loop_free and grid == m, quant)
+                                   cfg.loop_free and grid == m, quant, n)
     _LAUNCHER.launch(
         grid,
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,

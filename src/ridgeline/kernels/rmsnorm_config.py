@@ -89,6 +89,9 @@ class LaunchConfig:
     stream_hints: bool = False
     # Rows per SM (lo, hi] where `config_for` sets stream_hints.
     stream_zone: tuple[int, int] = (0, 0)
+    # The hidden size compiled in as a constant (one kernel per hidden size): the two-pass loops then unroll, with
+    # every chunk's loads in flight at once, and loads the masks switch off wholly drop out.
+    const_n: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -116,6 +119,8 @@ class LaunchConfig:
             grid += " joint-max"
         if self.stream_hints:
             grid += " stream"
+        if self.const_n:
+            grid += " const-N"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
@@ -124,7 +129,7 @@ class LaunchConfig:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
         extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
-                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
+                         f" unroll={self.unroll}" if self.unroll > 1 else "", " const-N" if self.const_n else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
