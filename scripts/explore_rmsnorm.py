@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|small-zone|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
+                              small|small-zone|zone|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
                               joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
                     [--unroll] [--stream] [--const-n]
@@ -32,10 +32,12 @@ from ridgeline.kernels.rmsnorm import _launch
 from ridgeline.kernels.rmsnorm_config import (
     LaunchConfig,
     candidate_configs,
+    chunked_config,
     config_for,
     row_pieces,
     split_candidates,
     two_pass_config,
+    two_pass_of,
 )
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
@@ -142,6 +144,7 @@ def main() -> None:
               "small": [(1, 4096), (16, 4096), (64, 4096)],
               "const-n": [(4096, 16384), (1024, 16384), (1, 16384), (4096, 20000), (16, 20000), (4096, 24576),
                           (2048, 16896), (4096, 32768), (1024, 32768), (128, 32768), (1, 32768)],
+              "zone": [(256, 32768), (512, 32768), (256, 20000), (512, 20000), (512, 24576), (4096, 24576)],
               "small-zone": [(128, 4096), (256, 4096), (1, 8192), (16, 8192), (128, 8192), (16, 5120), (16, 7168)],
               "stream-mid": [(1536, 4096), (2048, 4096), (2048, 5120), (3072, 4100)],
               "stream-fp16": [(4096, 4096), (4096, 5120), (2048, 4096)],
@@ -177,6 +180,9 @@ def main() -> None:
                              for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
                              for u in (1, 2, 4) if chunk * u <= n]
         if args.const_n:
+            if default.chunk_sum or not default.single_pass and default.const_n:  # (both sides of the row rule)
+                chunked = chunked_config(args.fused)
+                cands = cands + [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
             cands = cands + [dataclasses.replace(default, const_n=True)] + [
                 LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)
                 for chunk, warps in ((16384, 32), (8192, 16), (4096, 16)) if chunk < n

@@ -178,7 +178,7 @@ def _norm_row(
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
     L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
-    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr, CHUNK_SUM: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -215,6 +215,7 @@ def _norm_row(
                                  HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
+        tl.static_assert(not (JOINT and CHUNK_SUM), "JOINT_MAX sums piece by piece, CHUNK_SUM elementwise")
         if JOINT:
             sum_sq, amax_xw = _sum_sq_abs_max(xa, wa, weight_offset, HAS_WEIGHT, EMULATE_RNE)
             if PIECE_B > 0:
@@ -225,6 +226,17 @@ def _norm_row(
                 s_c, m_c = _sum_sq_abs_max(xc, wc, weight_offset, HAS_WEIGHT, EMULATE_RNE)
                 sum_sq += s_c
                 amax_xw = tl.maximum(amax_xw, m_c)
+        elif CHUNK_SUM:
+            # Two equal pieces summed elementwise first, then one block reduction: the order (and the bits) of the
+            # two-pass kernel over chunks of BLOCK_N (acc += x * x per chunk, then tl.sum), so the row count may
+            # choose either.
+            tl.static_assert(PIECE_B == BLOCK_N and PIECE_C == 0, "CHUNK_SUM needs two pieces of BLOCK_N")
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            xf = xa.to(tl.float32)
+            acc += xf * xf
+            xf = xb.to(tl.float32)
+            acc += xf * xf
+            sum_sq = tl.sum(acc, axis=0)
         else:
             sum_sq = _sum_sq(xa)
             if PIECE_B > 0:
@@ -327,7 +339,7 @@ def _rms_norm_kernel(
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
     QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, STREAM_HINTS: tl.constexpr,
-    EMULATE_RNE: tl.constexpr, N_CONST: tl.constexpr,
+    EMULATE_RNE: tl.constexpr, N_CONST: tl.constexpr, CHUNK_SUM: tl.constexpr,
 ):
     if N_CONST > 0:
         # The hidden size compiled in (LaunchConfig.const_n): loop bounds and masks are constants, so the
@@ -342,13 +354,13 @@ def _rms_norm_kernel(
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
-                  STREAM_HINTS, EMULATE_RNE)
+                  STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE)
+                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
 
 
 # Read once: Triton decided at import (when the kernel was decorated) whether it interprets.
@@ -489,7 +501,8 @@ def kernel_constexprs(
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
             "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
-            "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0}
+            "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0,
+            "CHUNK_SUM": cfg.chunk_sum and cfg.single_pass}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)

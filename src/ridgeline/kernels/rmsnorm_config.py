@@ -92,6 +92,12 @@ class LaunchConfig:
     # The hidden size compiled in as a constant (one kernel per hidden size): the two-pass loops then unroll, with
     # every chunk's loads in flight at once, and loads the masks switch off wholly drop out.
     const_n: bool = False
+    # One pass over two pieces of block_n (piece_b == block_n): summed elementwise before the block reduction,
+    # the order of the two-pass kernel over chunks of block_n with the same warps, so the two give the same bits
+    # and the row count may choose between them (`two_pass_zone`).
+    chunk_sum: bool = False
+    # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
+    two_pass_zone: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -100,6 +106,8 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: row pieces are a one-pass layout")
         if self.split and self.single_pass:
             raise ValueError("LaunchConfig: a split row is not a one-pass layout")
+        if self.chunk_sum and not (self.single_pass and self.piece_b == self.block_n and not self.piece_c):
+            raise ValueError("LaunchConfig: chunk_sum needs one pass over two pieces of block_n")
 
 
     def width(self) -> int:
@@ -121,6 +129,8 @@ class LaunchConfig:
             grid += " stream"
         if self.const_n:
             grid += " const-N"
+        if self.chunk_sum:
+            grid += " chunk-sum"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
@@ -171,6 +181,10 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
                                                     weight_first=w_first))
     out += split_candidates(n)
     unaligned = (n * 2) % 16 != 0
+    if WIDE_ONE_PASS < n and not unaligned and block * 2 <= MAX_SINGLE_PASS_BYTES:
+        # (two chunks summed elementwise, in one pass or two: `chunked_config`)
+        chunked = dataclasses.replace(chunked_config(False), lean_zone=(0, 0), two_pass_zone=(0, 0))
+        out += [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
     orders = ((False, False), (True, False), (True, True), (False, True))
     if block > 16384:  # wide rows: two passes only
         for chunk, warps in ((8192, 16), (4096, 8)):
@@ -224,6 +238,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
+    if dtype.itemsize == 2 and WIDE_ONE_PASS < n and (n * 2) % 16 == 0:
+        return chunked_config(fused)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
     # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
@@ -240,6 +256,35 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
     tuned = _TUNED.get((n, dtype.itemsize))
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
+
+
+# 16-bit rows of 16K-32K columns (multiples of 16 bytes): two chunks of CHUNK_SUM_BLOCK columns, 32 warps, the hidden
+# size compiled in. The plain op reads them in two passes beyond TWO_PASS_ROWS_PER_SM rows per SM and in one pass
+# (the row in registers, the chunks summed elementwise: the same bits) below; the fused op always in one pass.
+# Measured (h200-ladder-s7-two-pass.json, h200-explore-s7-const-n{,-fused}.json, graph-cold): torch.compile's lead
+# there was its constant hidden size (two passes with it 97.3 us at 4096x24576, without it 128.4; torch.compile
+# 96.8), and our two passes with it beat our one pass by 8-19% from 1024 rows (4096x24576 98.0 vs 121.1 us,
+# 4096x20000 82.8 vs 95.3, 1024x32768 36.1 vs 39.2) and lost 4-10% at 1-128 rows (1x32768 4.36 vs 3.94 us,
+# 128x32768 7.76 vs 7.49). The fused op's two passes only tied its one pass at 4096 rows (259.8 vs 261.4 us at
+# 32768, 196.8 vs 197.3 at 24576) and lost 11% at 4096x20000 (186.0 vs 167.1).
+CHUNK_SUM_BLOCK = 16384
+TWO_PASS_ROWS_PER_SM = 2
+
+
+def chunked_config(fused: bool) -> LaunchConfig:
+    """Rows of 16K-32K 16-bit columns: one pass over two chunks summed elementwise (`chunk_sum`), the weight after
+    the reduction beyond one row per SM (the rule of one-pass rows of pieces this wide); the plain op takes the
+    two-pass equivalent (`two_pass_of`) beyond TWO_PASS_ROWS_PER_SM rows per SM."""
+    return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
+                        chunk_sum=True, const_n=True, lean_zone=(1, 1 << 40),
+                        two_pass_zone=(0, 0) if fused else (TWO_PASS_ROWS_PER_SM, 1 << 40))
+
+
+@functools.lru_cache(maxsize=64)
+def two_pass_of(cfg: LaunchConfig) -> LaunchConfig:
+    """The two-pass kernel that sums a row in the order of the chunk_sum config `cfg` (same chunks and warps):
+    one program per row, L2 hints (the second pass re-reads the row from L2), the hidden size compiled in."""
+    return LaunchConfig(cfg.block_n, False, cfg.num_warps, 0, l2_hints=True, loop_free=True, const_n=True)
 
 
 def two_pass_config(fused: bool) -> LaunchConfig:
@@ -315,6 +360,9 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
         # after the reduction beyond.
         return _wide_weight(cfg, m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS)
+    lo, hi = cfg.two_pass_zone
+    if hi and lo * sms < m <= hi * sms:
+        return two_pass_of(cfg)
     lo, hi = cfg.lean_zone
     if hi and lo * sms < m <= hi * sms:
         return _lean(cfg)
