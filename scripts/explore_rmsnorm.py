@@ -181,7 +181,7 @@ def main() -> None:
                              for u in (1, 2, 4) if chunk * u <= n]
         if args.const_n:
             if default.chunk_sum or not default.single_pass and default.const_n:  # (both sides of the row rule)
-                chunked = chunked_config(args.fused)
+                chunked = chunked_config()
                 cands = cands + [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
             cands = cands + [dataclasses.replace(default, const_n=True)] + [
                 LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)

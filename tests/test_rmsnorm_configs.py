@@ -344,30 +344,36 @@ def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
         LaunchConfig(64, True, 1, split=2)
 
 
-def test_rows_of_16k_to_32k_columns_sum_two_chunks_in_one_pass_or_two():
-    """16-bit rows of 16K-32K columns (multiples of 16 bytes): two chunks of 16384 columns and 32 warps, the hidden
-    size compiled in; the plain op reads them in two passes beyond 2 rows per SM and in one pass below (the chunks
-    summed elementwise: the same bits), the fused op always in one pass; the weight after the reduction beyond one
-    row per SM in one pass. fp32 rows, FP8 epilogues, a weight wider than x and rows off 16 bytes keep what they had."""
+def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
+    """16-bit rows of 24K-32K columns (multiples of 16 bytes): two chunks of 16384 columns and 32 warps, the hidden
+    size compiled in; both ops read them in two passes beyond one row per SM and in one pass up to it (the chunks
+    summed elementwise: the same bits). Rows of 16K-24K columns: one pass of 16 warps (a block, or pieces where a
+    block would idle over a quarter of its lanes), the weight after the reduction beyond one row per SM for
+    pieces. fp32 rows, FP8 epilogues, a weight wider than x and rows off 16 bytes keep what they had."""
     from ridgeline.kernels.rmsnorm_config import TWO_PASS_ROWS_PER_SM, config_for, two_pass_config
 
     bf16, sms = torch.bfloat16, 132
-    for n in (16896, 20000, 24576, 32768):
-        one = [config_for(n, bf16, m, fused) for m, fused in ((1, False), (sms, False), (TWO_PASS_ROWS_PER_SM * sms,
-                                                                                          False), (1, True),
-                                                                                         (100000, True))]
-        assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps, c.const_n)
-                for c in one} == {(True, True, 16384, 16384, 0, 32, True)}, n
-        assert [c.weight_first for c in one] == [True, True, False, True, False], n
-        two = config_for(n, bf16, TWO_PASS_ROWS_PER_SM * sms + 1)
-        assert (two.single_pass, two.block_n, two.num_warps, two.const_n, two.l2_hints) == (False, 16384, 32, True,
-                                                                                             True), n
-        assert config_for(n, bf16, 100000) == two and not config_for(n, torch.float16, 100000).single_pass
+    for n in (24576, 32768):
+        for fused in (False, True):
+            one = [config_for(n, bf16, m, fused) for m in (1, TWO_PASS_ROWS_PER_SM * sms)]
+            assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps, c.const_n,
+                     c.weight_first) for c in one} == {(True, True, 16384, 16384, 0, 32, True, True)}, n
+            two = config_for(n, bf16, TWO_PASS_ROWS_PER_SM * sms + 1, fused)
+            assert (two.single_pass, two.block_n, two.num_warps, two.const_n, two.l2_hints) == (
+                False, 16384, 32, True, True), n
+            assert config_for(n, bf16, 100000, fused) == two
+        assert not config_for(n, torch.float16, 100000).single_pass
         assert config_for(n, bf16, 8, quant=2) == dataclasses.replace(two_pass_config(False), max_registers=64)
         wide = config_for(n, bf16, 100000, weight_dtype=torch.float32)
         assert wide.single_pass and wide.chunk_sum and not wide.weight_first
         assert config_for(n, torch.float32, 8) == two_pass_config(False)
-    odd = config_for(20001, bf16, 4096)  # (rows off 16 bytes: the pieces of 16 warps, as before)
+    for n, layout in ((16896, (16384, 512, 0)), (20000, (16384, 2048, 2048))):
+        cfgs = [config_for(n, bf16, m, fused) for m in (1, 132, 133, 4096) for fused in (False, True)]
+        assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps)
+                for c in cfgs} == {(True, False, *layout, 16)}, n
+        assert config_for(n, bf16, 132).weight_first and not config_for(n, bf16, 4096).weight_first
+        assert not config_for(n, bf16, 8, quant=2).single_pass and not config_for(n, bf16, 8, quant=1).single_pass
+    odd = config_for(24577, bf16, 4096)  # (rows off 16 bytes: one pass of 16 warps, as before)
     assert odd.single_pass and not odd.chunk_sum and odd.num_warps == 16
     assert launch_config(16384, torch.float32).single_pass  # (64 KB: the widest one-pass row)
     assert not launch_config(16384, bf16).chunk_sum  # (16384 keeps its one block)
@@ -382,20 +388,20 @@ def test_chunk_sum_one_pass_gives_the_two_pass_bits(n):
 
     m = 3
     x, r, w = rand(m, n, dtype=torch.bfloat16), rand(m, n, dtype=torch.bfloat16), rand(n, dtype=torch.bfloat16)
-    one = chunked_config(False)
+    one = chunked_config()
     outs = [run(cfg, x, w)[0] for cfg in (one, dataclasses.replace(one, weight_first=False), two_pass_of(one),
                                           dataclasses.replace(two_pass_of(one), const_n=False))]
     assert all(torch.equal(o, outs[0]) for o in outs), [torch.equal(o, outs[0]) for o in outs]
     assert_close(outs[0], ref_rms(x, w), torch.bfloat16)
-    out, res = run(chunked_config(True), x, w, r)
+    out, res = run(one, x, w, r)
     assert torch.equal(out, run(two_pass_of(one), res, w)[0])
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [16896, 20000, 24576, 32768])
 def test_rows_of_16k_to_32k_columns_are_batch_invariant_across_the_two_pass_zone(n):
-    """Through the public ops on the GPU: 600 rows (two passes) give each row the bits it gets alone (one pass),
-    and the fused op's out equals the plain op on its residual_out."""
+    """Through the public ops on the GPU: 600 rows (two passes from 24576 columns) give each row the bits it gets
+    alone (one pass), and the fused op's out equals the plain op on its residual_out."""
     from ridgeline import fused_add_rms_norm, rms_norm
 
     m = 600

@@ -181,9 +181,9 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
                                                     weight_first=w_first))
     out += split_candidates(n)
     unaligned = (n * 2) % 16 != 0
-    if WIDE_ONE_PASS < n and not unaligned and block * 2 <= MAX_SINGLE_PASS_BYTES:
+    if CHUNK_SUM_FROM <= n and not unaligned and block * 2 <= MAX_SINGLE_PASS_BYTES:
         # (two chunks summed elementwise, in one pass or two: `chunked_config`)
-        chunked = dataclasses.replace(chunked_config(False), lean_zone=(0, 0), two_pass_zone=(0, 0))
+        chunked = dataclasses.replace(chunked_config(), lean_zone=(0, 0), two_pass_zone=(0, 0))
         out += [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
     orders = ((False, False), (True, False), (True, True), (False, True))
     if block > 16384:  # wide rows: two passes only
@@ -238,8 +238,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
-    if dtype.itemsize == 2 and WIDE_ONE_PASS < n and (n * 2) % 16 == 0:
-        return chunked_config(fused)
+    if dtype.itemsize == 2 and CHUNK_SUM_FROM <= n and (n * 2) % 16 == 0:
+        return chunked_config()
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
     # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
@@ -258,26 +258,27 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
 
-# 16-bit rows of 16K-32K columns (multiples of 16 bytes): two chunks of CHUNK_SUM_BLOCK columns, 32 warps, the hidden
-# size compiled in. The plain op reads them in two passes beyond TWO_PASS_ROWS_PER_SM rows per SM and in one pass
-# (the row in registers, the chunks summed elementwise: the same bits) below; the fused op always in one pass.
-# Measured (h200-ladder-s7-two-pass.json, h200-explore-s7-const-n{,-fused}.json, graph-cold): torch.compile's lead
-# there was its constant hidden size (two passes with it 97.3 us at 4096x24576, without it 128.4; torch.compile
-# 96.8), and our two passes with it beat our one pass by 8-19% from 1024 rows (4096x24576 98.0 vs 121.1 us,
-# 4096x20000 82.8 vs 95.3, 1024x32768 36.1 vs 39.2) and lost 4-10% at 1-128 rows (1x32768 4.36 vs 3.94 us,
-# 128x32768 7.76 vs 7.49). The fused op's two passes only tied its one pass at 4096 rows (259.8 vs 261.4 us at
-# 32768, 196.8 vs 197.3 at 24576) and lost 11% at 4096x20000 (186.0 vs 167.1).
+# 16-bit rows of 24K-32K columns (multiples of 16 bytes): two chunks of CHUNK_SUM_BLOCK columns, 32 warps, the hidden
+# size compiled in. Both ops read them in two passes beyond TWO_PASS_ROWS_PER_SM rows per SM and in one pass (the
+# row in registers, the chunks summed elementwise: the same bits) below. Measured on the H200 (graph-cold):
+# torch.compile's lead there was its constant hidden size (two passes with it 97.3 us at 4096x24576, without it
+# 128.4; torch.compile 96.8: h200-ladder-s7-two-pass.json); with it our two passes beat our one pass from 256 rows
+# (plain 256x32768 11.33 vs 12.49 us, 4096x24576 97.5 vs 114.4: h200-explore-s7-zone.json; fused 4096x24576
+# 196.8 vs 197.3, 4096x32768 259.8 vs 261.4: h200-explore-s7-const-n-fused.json) and lost 4-10% at 1-128 rows
+# (plain 1x32768 4.36 vs 3.94, 128x32768 7.76 vs 7.49; fused 1x32768 5.59 vs 5.32: h200-explore-s7-const-n*.json).
+# Narrower rows (16K-24K columns) keep one pass of 16 warps over pieces: there the second chunk of 16384 is mostly
+# masked, and the 32-warp one pass cost the fused op 5-16% (4096x20000 178.0 vs 168.7 us, 2048x16896 84.4 vs 70.9:
+# h200-bench-fused_add_rmsnorm-w32k-s7.json against session 5's record).
 CHUNK_SUM_BLOCK = 16384
-TWO_PASS_ROWS_PER_SM = 2
+CHUNK_SUM_FROM = 24576
+TWO_PASS_ROWS_PER_SM = 1
 
 
-def chunked_config(fused: bool) -> LaunchConfig:
-    """Rows of 16K-32K 16-bit columns: one pass over two chunks summed elementwise (`chunk_sum`), the weight after
-    the reduction beyond one row per SM (the rule of one-pass rows of pieces this wide); the plain op takes the
-    two-pass equivalent (`two_pass_of`) beyond TWO_PASS_ROWS_PER_SM rows per SM."""
+def chunked_config() -> LaunchConfig:
+    """Rows of 24K-32K 16-bit columns: one pass over two chunks summed elementwise (`chunk_sum`) up to
+    TWO_PASS_ROWS_PER_SM rows per SM, the two-pass equivalent (`two_pass_of`) beyond; the same for both ops."""
     return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
-                        chunk_sum=True, const_n=True, lean_zone=(1, 1 << 40),
-                        two_pass_zone=(0, 0) if fused else (TWO_PASS_ROWS_PER_SM, 1 << 40))
+                        chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
 
 
 @functools.lru_cache(maxsize=64)
