@@ -225,6 +225,9 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
       reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
       of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 20000 = 16384 + 2048 + 2048).
+    - 16-bit rows of 24576-32768 columns (multiples of 16 bytes): two chunks of 16384 columns over 32 warps, the
+      hidden size compiled in, summed in the two-pass kernel's order, so `config_for` may read them in one pass
+      (few rows) or two (many) with the same bits (`chunked_config`).
     - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
       others (narrower vectors need more of them in flight), between 1 and 16 warps.
     - Wider rows: split across programs of 8192 columns and 8 warps that exchange partial sums
