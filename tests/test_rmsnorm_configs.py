@@ -164,8 +164,8 @@ def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
 
     script = Path(__file__).resolve().parent.parent / "scripts" / "compile_configs.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "20000", "40000",
-                          "65536", "--check-layouts"],
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "20000", "24576",
+                          "40000", "65536", "--check-layouts"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
 
