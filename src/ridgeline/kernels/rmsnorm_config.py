@@ -139,7 +139,7 @@ class LaunchConfig:
             pieces = "+".join(str(p) for p in (self.block_n, self.piece_b, self.piece_c) if p)
             return f"1-pass BLOCK_N={pieces} warps={self.num_warps} grid={grid}"
         extra = "".join((" reverse" if self.reverse_pass2 else "", " l2hints" if self.l2_hints else "",
-                         f" unroll={self.unroll}" if self.unroll > 1 else "", " const-N" if self.const_n else ""))
+                         f" unroll={self.unroll}" if self.unroll > 1 else ""))
         return f"2-pass BLOCK_N={self.block_n} warps={self.num_warps} grid={grid}{extra}"
 
 
