@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|small-zone|zone|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
+                              small|small-zone|zone|w16k|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
                               joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
                     [--unroll] [--stream] [--const-n]
@@ -32,12 +32,11 @@ from ridgeline.kernels.rmsnorm import _launch
 from ridgeline.kernels.rmsnorm_config import (
     LaunchConfig,
     candidate_configs,
-    chunked_config,
+    chunked_candidates,
     config_for,
     row_pieces,
     split_candidates,
     two_pass_config,
-    two_pass_of,
 )
 from ridgeline.specs.rmsnorm import DECODE, SWEEP
 
@@ -120,7 +119,8 @@ def main() -> None:
                     help="also every one-pass candidate with L2 stream hints (rows evict_first, weight evict_last)")
     ap.add_argument("--const-n", action="store_true",
                     help="also the default and two passes over 4K-16K chunks (one program per row, L2 hints; fused: "
-                         "also the second pass reversed), with the hidden size compiled in (const_n)")
+                         "also the second pass reversed), with the hidden size compiled in (const_n), and rows read "
+                         "as equal chunks summed elementwise in one pass or two (chunked_candidates)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -144,6 +144,8 @@ def main() -> None:
               "small": [(1, 4096), (16, 4096), (64, 4096)],
               "const-n": [(4096, 16384), (1024, 16384), (1, 16384), (4096, 20000), (16, 20000), (4096, 24576),
                           (2048, 16896), (4096, 32768), (1024, 32768), (128, 32768), (1, 32768)],
+              "w16k": [(1, 20000), (16, 20000), (128, 20000), (256, 20000), (1024, 20000), (4096, 20000),
+                       (1, 16896), (256, 16896), (2048, 16896), (4096, 16896)],
               "zone": [(256, 32768), (512, 32768), (256, 20000), (512, 20000), (512, 24576), (4096, 24576)],
               "small-zone": [(128, 4096), (256, 4096), (1, 8192), (16, 8192), (128, 8192), (16, 5120), (16, 7168)],
               "stream-mid": [(1536, 4096), (2048, 4096), (2048, 5120), (3072, 4100)],
@@ -180,9 +182,7 @@ def main() -> None:
                              for chunk, warps in ((2048, 16), (4096, 16), (8192, 16), (16384, 32))
                              for u in (1, 2, 4) if chunk * u <= n]
         if args.const_n:
-            if default.chunk_sum or not default.single_pass and default.const_n:  # (both sides of the row rule)
-                chunked = chunked_config()
-                cands = cands + [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
+            cands = cands + chunked_candidates(n)  # (one pass and two over equal chunks: the same bits)
             cands = cands + [dataclasses.replace(default, const_n=True)] + [
                 LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)
                 for chunk, warps in ((16384, 32), (8192, 16), (4096, 16)) if chunk < n

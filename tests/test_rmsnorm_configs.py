@@ -382,19 +382,23 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
 
 @pytest.mark.parametrize("n", [20000, 24576])
 def test_chunk_sum_one_pass_gives_the_two_pass_bits(n):
-    """The plain op switches between one pass and two at a row count: both must give every bit alike (and the
-    fused op's out the plain op's bits on residual_out), with the hidden size compiled in or not."""
-    from ridgeline.kernels.rmsnorm_config import chunked_config, two_pass_of
+    """Rows read as equal chunks (three of 8192 columns at 20000, two of 16384 at 24576): one pass and two must give
+    every bit alike, weight first or after, second pass reversed or not, the hidden size compiled in or not (the
+    plain op switches between them at a row count), and the fused op's out the plain op's bits on residual_out."""
+    from ridgeline.kernels.rmsnorm_config import chunked_candidates
 
     m = 3
     x, r, w = rand(m, n, dtype=torch.bfloat16), rand(m, n, dtype=torch.bfloat16), rand(n, dtype=torch.bfloat16)
-    one = chunked_config()
-    outs = [run(cfg, x, w)[0] for cfg in (one, dataclasses.replace(one, weight_first=False), two_pass_of(one),
-                                          dataclasses.replace(two_pass_of(one), const_n=False))]
-    assert all(torch.equal(o, outs[0]) for o in outs), [torch.equal(o, outs[0]) for o in outs]
+    cands = chunked_candidates(n)
+    assert {c.single_pass for c in cands} == {True, False} and all(c.const_n for c in cands)
+    cands.append(dataclasses.replace(cands[-1], const_n=False))
+    outs = [run(cfg, x, w)[0] for cfg in cands]
+    assert all(torch.equal(o, outs[0]) for o in outs), [c.describe() for c, o in zip(cands, outs)
+                                                        if not torch.equal(o, outs[0])]
     assert_close(outs[0], ref_rms(x, w), torch.bfloat16)
-    out, res = run(one, x, w, r)
-    assert torch.equal(out, run(two_pass_of(one), res, w)[0])
+    for cfg in cands:
+        out, res = run(cfg, x, w, r)
+        assert torch.equal(out, run(cands[0], res, w)[0]), cfg.describe()
 
 
 @pytest.mark.gpu

@@ -227,15 +227,19 @@ def _norm_row(
                 sum_sq += s_c
                 amax_xw = tl.maximum(amax_xw, m_c)
         elif CHUNK_SUM:
-            # Two equal pieces summed elementwise first, then one block reduction: the order (and the bits) of the
-            # two-pass kernel over chunks of BLOCK_N (acc += x * x per chunk, then tl.sum), so the row count may
-            # choose either.
-            tl.static_assert(PIECE_B == BLOCK_N and PIECE_C == 0, "CHUNK_SUM needs two pieces of BLOCK_N")
+            # Two or three equal pieces summed elementwise first, then one block reduction: the order (and the
+            # bits) of the two-pass kernel over chunks of BLOCK_N (acc += x * x per chunk, then tl.sum), so the row
+            # count may choose either.
+            tl.static_assert(PIECE_B == BLOCK_N and (PIECE_C == 0 or PIECE_C == BLOCK_N),
+                             "CHUNK_SUM needs two or three pieces of BLOCK_N")
             acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             xf = xa.to(tl.float32)
             acc += xf * xf
             xf = xb.to(tl.float32)
             acc += xf * xf
+            if PIECE_C > 0:
+                xf = xc.to(tl.float32)
+                acc += xf * xf
             sum_sq = tl.sum(acc, axis=0)
         else:
             sum_sq = _sum_sq(xa)

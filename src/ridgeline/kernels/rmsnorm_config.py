@@ -92,9 +92,9 @@ class LaunchConfig:
     # The hidden size compiled in as a constant (one kernel per hidden size): the two-pass loops then unroll, with
     # every chunk's loads in flight at once, and loads the masks switch off wholly drop out.
     const_n: bool = False
-    # One pass over two pieces of block_n (piece_b == block_n): summed elementwise before the block reduction,
-    # the order of the two-pass kernel over chunks of block_n with the same warps, so the two give the same bits
-    # and the row count may choose between them (`two_pass_zone`).
+    # One pass over two or three pieces of block_n (piece_b == block_n, piece_c 0 or block_n): summed elementwise
+    # before the block reduction, the order of the two-pass kernel over chunks of block_n with the same warps, so
+    # the two give the same bits and the row count may choose between them (`two_pass_zone`).
     chunk_sum: bool = False
     # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
     two_pass_zone: tuple[int, int] = (0, 0)
@@ -106,8 +106,9 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: row pieces are a one-pass layout")
         if self.split and self.single_pass:
             raise ValueError("LaunchConfig: a split row is not a one-pass layout")
-        if self.chunk_sum and not (self.single_pass and self.piece_b == self.block_n and not self.piece_c):
-            raise ValueError("LaunchConfig: chunk_sum needs one pass over two pieces of block_n")
+        if self.chunk_sum and not (self.single_pass and self.piece_b == self.block_n
+                                   and self.piece_c in (0, self.block_n)):
+            raise ValueError("LaunchConfig: chunk_sum needs one pass over two or three pieces of block_n")
 
 
     def width(self) -> int:
@@ -181,10 +182,8 @@ def candidate_configs(n: int) -> list[LaunchConfig]:
                                                     weight_first=w_first))
     out += split_candidates(n)
     unaligned = (n * 2) % 16 != 0
-    if CHUNK_SUM_FROM <= n and not unaligned and block * 2 <= MAX_SINGLE_PASS_BYTES:
-        # (two chunks summed elementwise, in one pass or two: `chunked_config`)
-        chunked = dataclasses.replace(chunked_config(), lean_zone=(0, 0), two_pass_zone=(0, 0))
-        out += [chunked, dataclasses.replace(chunked, weight_first=False), two_pass_of(chunked)]
+    if not unaligned:
+        out += chunked_candidates(n)
     orders = ((False, False), (True, False), (True, True), (False, True))
     if block > 16384:  # wide rows: two passes only
         for chunk, warps in ((8192, 16), (4096, 8)):
@@ -282,6 +281,22 @@ def chunked_config() -> LaunchConfig:
     TWO_PASS_ROWS_PER_SM rows per SM, the two-pass equivalent (`two_pass_of`) beyond; the same for both ops."""
     return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
                         chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
+
+
+def chunked_candidates(n: int) -> list[LaunchConfig]:
+    """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin: for
+    24K-32K columns the shipped two chunks of 16384 (32 warps); for 16K-24K columns three chunks of 8192 (16 warps),
+    measured as two passes in session 7 (4096x20000 81.8 us plain, 166.7 fused with the second pass reversed) but
+    not yet as one pass, which the rules need for few rows before they may choose it."""
+    if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
+        one = dataclasses.replace(chunked_config(), two_pass_zone=(0, 0))
+    elif 2 * 8192 < n < CHUNK_SUM_FROM:
+        one = LaunchConfig(8192, True, 16, 0, 8192, 8192, loop_free=True, weight_first=True, chunk_sum=True,
+                           const_n=True)
+    else:
+        return []
+    two = two_pass_of(one)
+    return [one, dataclasses.replace(one, weight_first=False), two, dataclasses.replace(two, reverse_pass2=True)]
 
 
 @functools.lru_cache(maxsize=64)
