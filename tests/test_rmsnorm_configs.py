@@ -380,10 +380,10 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
     assert config_for(5125, bf16, 4096).weight_first  # (the weight-after rule is for rows wider than 16384)
 
 
-@pytest.mark.parametrize("n", [20000, 24576])
+@pytest.mark.parametrize("n", [16384, 20000, 24576])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_chunk_sum_one_pass_gives_the_two_pass_bits(n, dtype):
-    """Rows read as equal chunks (three of 8192 columns at 20000, two of 16384 at 24576): one pass and two must give
+    """Rows read as equal chunks (two of 8192 columns at 16384, three at 20000, two of 16384 at 24576): one pass and two must give
     every bit alike, weight first or after, second pass reversed or not, the hidden size compiled in or not (the
     plain op switches between them at a row count), and the fused op's out the plain op's bits on residual_out.
     float32 rows show any change in the order of the sum in every output (bf16 outputs round most of it away):
