@@ -2,8 +2,8 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|small-zone|zone|w16k|const-n|stream-odd|stream-mid|stream-fp16|joint|joint-wide|
-                              joint-odd|tiny] [--focus]
+                              small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|const-n|stream-odd|
+                              stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
                     [--unroll] [--stream] [--const-n]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
@@ -118,7 +118,7 @@ def main() -> None:
     ap.add_argument("--stream", action="store_true",
                     help="also every one-pass candidate with L2 stream hints (rows evict_first, weight evict_last)")
     ap.add_argument("--const-n", action="store_true",
-                    help="also the default and two passes over 4K-16K chunks (one program per row, L2 hints; fused: "
+                    help="also the default and two passes over 2K-16K chunks (one program per row, L2 hints; fused: "
                          "also the second pass reversed), with the hidden size compiled in (const_n), and rows read "
                          "as equal chunks summed elementwise in one pass or two (chunked_candidates)")
     ap.add_argument("--two-pass", action="store_true",
@@ -146,6 +146,11 @@ def main() -> None:
                           (2048, 16896), (4096, 32768), (1024, 32768), (128, 32768), (1, 32768)],
               "w16k": [(1, 20000), (16, 20000), (128, 20000), (256, 20000), (1024, 20000), (4096, 20000),
                        (1, 16896), (256, 16896), (2048, 16896), (4096, 16896)],
+              "w8k16k": [(m, 8192) for m in (1, 16, 128, 256, 512, 1024, 2048, 4096, 16384)]
+              + [(m, 16384) for m in (1, 16, 128, 256, 1024, 4096)],
+              "w8k16k-fused": [(m, 8192) for m in (1, 128, 1024, 4096, 16384)] + [(m, 16384) for m in (1, 128, 1024, 4096)],
+              "w8k-decode": [(m, 8192) for m in (1, 16, 128, 256)],
+              "w4k-large": [(4096, 4096), (16384, 4096), (65536, 4096)],
               "zone": [(256, 32768), (512, 32768), (256, 20000), (512, 20000), (512, 24576), (4096, 24576)],
               "small-zone": [(128, 4096), (256, 4096), (1, 8192), (16, 8192), (128, 8192), (16, 5120), (16, 7168)],
               "stream-mid": [(1536, 4096), (2048, 4096), (2048, 5120), (3072, 4100)],
@@ -185,7 +190,7 @@ def main() -> None:
             cands = cands + chunked_candidates(n)  # (one pass and two over equal chunks: the same bits)
             cands = cands + [dataclasses.replace(default, const_n=True)] + [
                 LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)
-                for chunk, warps in ((16384, 32), (8192, 16), (4096, 16)) if chunk < n
+                for chunk, warps in ((16384, 32), (8192, 16), (4096, 16), (2048, 8), (2048, 16)) if chunk < n
                 for rev in ((False, True) if args.fused else (False,))]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]

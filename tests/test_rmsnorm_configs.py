@@ -347,9 +347,9 @@ def test_wide_rows_split_on_the_gpu_and_fall_back_where_they_cannot():
 def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
     """16-bit rows of 24K-32K columns (multiples of 16 bytes): two chunks of 16384 columns and 32 warps, the hidden
     size compiled in; both ops read them in two passes beyond one row per SM and in one pass up to it (the chunks
-    summed elementwise: the same bits). Rows of 16K-24K columns: one pass of 16 warps (a block, or pieces where a
-    block would idle over a quarter of its lanes), the weight after the reduction beyond one row per SM for
-    pieces. fp32 rows, FP8 epilogues, a weight wider than x and rows off 16 bytes keep what they had."""
+    summed elementwise: the same bits). Rows of 16K-24K columns: three chunks of 8192 and 16 warps, one pass, the
+    weight after the reduction beyond one row per SM. fp32 rows, FP8 epilogues and rows off 16 bytes keep what
+    they had (pieces or two passes); a weight wider than x loads after the reduction."""
     from ridgeline.kernels.rmsnorm_config import TWO_PASS_ROWS_PER_SM, config_for, two_pass_config
 
     bf16, sms = torch.bfloat16, 132
@@ -367,12 +367,15 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
         wide = config_for(n, bf16, 100000, weight_dtype=torch.float32)
         assert wide.single_pass and wide.chunk_sum and not wide.weight_first
         assert config_for(n, torch.float32, 8) == two_pass_config(False)
-    for n, layout in ((16896, (16384, 512, 0)), (20000, (16384, 2048, 2048))):
+    for n in (16392, 16896, 20000, 24568):
         cfgs = [config_for(n, bf16, m, fused) for m in (1, 132, 133, 4096) for fused in (False, True)]
-        assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps)
-                for c in cfgs} == {(True, False, *layout, 16)}, n
-        assert config_for(n, bf16, 132).weight_first and not config_for(n, bf16, 4096).weight_first
+        assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps, c.const_n)
+                for c in cfgs} == {(True, True, 8192, 8192, 8192, 16, True)}, n
+        assert config_for(n, bf16, 132).weight_first and not config_for(n, bf16, 133).weight_first
+        assert config_for(n, bf16, 4096, weight_dtype=torch.float32).chunk_sum
         assert not config_for(n, bf16, 8, quant=2).single_pass and not config_for(n, bf16, 8, quant=1).single_pass
+    unaligned = config_for(20001, bf16, 4096)  # (rows off 16 bytes: pieces, as before)
+    assert (unaligned.block_n, unaligned.piece_b, unaligned.piece_c, unaligned.chunk_sum) == (16384, 2048, 2048, False)
     odd = config_for(24577, bf16, 4096)  # (rows off 16 bytes: one pass of 16 warps, as before)
     assert odd.single_pass and not odd.chunk_sum and odd.num_warps == 16
     assert launch_config(16384, torch.float32).single_pass  # (64 KB: the widest one-pass row)
@@ -383,9 +386,10 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
 @pytest.mark.parametrize("n", [16384, 20000, 24576])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_chunk_sum_one_pass_gives_the_two_pass_bits(n, dtype):
-    """Rows read as equal chunks (two of 8192 columns at 16384, three at 20000, two of 16384 at 24576): one pass and two must give
-    every bit alike, weight first or after, second pass reversed or not, the hidden size compiled in or not (the
-    plain op switches between them at a row count), and the fused op's out the plain op's bits on residual_out.
+    """Rows read as equal chunks (two of 8192 columns at 16384, three at 20000, two of 16384 at 24576): one pass and
+    two must give every bit alike, weight first or after, second pass reversed or not, the hidden size compiled in
+    or not (`rstd_of`: a division by a constant N compiled otherwise than by a run-time one, on the H200), and the
+    fused op's out the plain op's bits on residual_out.
     float32 rows show any change in the order of the sum in every output (bf16 outputs round most of it away):
     with the pieces reduced one by one instead (chunk_sum off) this test fails."""
     from ridgeline.kernels.rmsnorm_config import chunked_candidates

@@ -30,3 +30,14 @@ def to_storage(v, dtype: tl.constexpr, EMULATE: tl.constexpr):
     if EMULATE and dtype == tl.float8e5:
         v = round_mantissa(v, 2)
     return v.to(dtype)
+
+
+@triton.jit
+def rstd_of(sum_sq, N, eps):
+    """1 / sqrt(sum_sq / N + eps) with the same bits whether N is a constant (LaunchConfig.const_n) or a run-time
+    value. `sum_sq / N` is not: ptxas folds a division by a constant into a multiply by the correctly rounded
+    1/N (fused with + eps), while a run-time divisor goes through the approximate MUFU.RCP, so the two differ in
+    the last bit at hidden sizes that are not powers of two (seen on the H200 at 20000 and 24576 columns). Here
+    1/N is rounded correctly either way (div_rn, once per row, off the reduction's critical path)."""
+    inv_n = tl.div_rn(tl.full([], 1.0, tl.float32), tl.zeros([], tl.float32) + N)
+    return tl.rsqrt(sum_sq * inv_n + eps)

@@ -30,7 +30,7 @@ from ridgeline.kernels._launch import (
     rows_view,
     stride_alignment,
 )
-from ridgeline.kernels._rounding import to_storage
+from ridgeline.kernels._rounding import rstd_of, to_storage
 from ridgeline.kernels.rmsnorm_config import (  # (the config API is also ridgeline's, through this module)
     LaunchConfig,
     config_for,
@@ -247,7 +247,7 @@ def _norm_row(
                 sum_sq += _sum_sq(xb)
             if PIECE_C > 0:
                 sum_sq += _sum_sq(xc)
-        rstd = tl.rsqrt(sum_sq / N + eps)
+        rstd = rstd_of(sum_sq, N, eps)
         # With weight first the weight is in registers already; the dynamic scale also needs it before any
         # store, so it loads it here, once, after the reduction; otherwise each piece loads it when storing.
         W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
@@ -307,7 +307,7 @@ def _norm_row(
                 if HAS_WEIGHT:
                     xw = x * (tl.load(W + c, mask=mask, other=0.0).to(tl.float32) + weight_offset)
                 amax_xw = tl.maximum(amax_xw, tl.abs(xw))
-        rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+        rstd = rstd_of(tl.sum(acc, axis=0), N, eps)
         if QUANT == 2:
             scale = tl.maximum(tl.max(amax_xw, axis=0) * rstd / qmax, min_scale)
             tl.store(S + row64, scale)

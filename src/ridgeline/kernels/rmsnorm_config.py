@@ -30,7 +30,8 @@ MAX_SINGLE_PASS_BYTES = 65536
 # One pass over more columns than this: the FP8 epilogues keep two passes (their max needs more registers;
 # not measured in one pass), as does a weight wider than x loaded with it (it would not fit 128 registers).
 WIDE_ONE_PASS = 16384
-# Rows of pieces wider than WIDE_ONE_PASS load the weight after the reduction beyond one row per SM. Loaded with
+# Rows of pieces wider than WIDE_ONE_PASS (those off 16 bytes, fp32 rows; aligned 16-bit rows are chunked since session
+# 8) load the weight after the reduction beyond one row per SM. Loaded with
 # x, it takes a program's registers past 64 for one op or the other (sm_90: fused 16388 72, 18000 80; plain
 # 20000 79; fused 20000 90), which leaves one program of 16 warps per SM instead of two: 134.0 vs 94.4 us at
 # 4096x20000 (fused 218.3 vs 166.9). Where it fits (16896: 64 for both) the weight first was 2-4% faster at 2048
@@ -223,10 +224,10 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     bitwise. The other knobs change no bit and may follow the op (and, in `config_for`, the row count).
     - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
       reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
-      of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 20000 = 16384 + 2048 + 2048).
-    - 16-bit rows of 24576-32768 columns (multiples of 16 bytes): two chunks of 16384 columns over 32 warps, the
-      hidden size compiled in, summed in the two-pass kernel's order, so `config_for` may read them in one pass
-      (few rows) or two (many) with the same bits (`chunked_config`).
+      of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 5125 = 4096 + 1024 + 128).
+    - 16-bit rows of 16K-32K columns (multiples of 16 bytes): equal chunks (three of 8192 over 16 warps, from 24576
+      columns two of 16384 over 32 warps), the hidden size compiled in, summed in the two-pass kernel's order, so
+      `config_for` may read them in one pass (few rows) or two (many) with the same bits (`chunked_config`).
     - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
       others (narrower vectors need more of them in flight), between 1 and 16 warps.
     - Wider rows: split across programs of 8192 columns and 8 warps that exchange partial sums
@@ -240,8 +241,9 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
-    if dtype.itemsize == 2 and CHUNK_SUM_FROM <= n and (n * 2) % 16 == 0:
-        return chunked_config()
+    chunked = chunked_config(n) if dtype.itemsize == 2 and (n * 2) % 16 == 0 else None
+    if chunked is not None:
+        return chunked
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
     # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
@@ -260,42 +262,54 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
 
-# 16-bit rows of 24K-32K columns (multiples of 16 bytes): two chunks of CHUNK_SUM_BLOCK columns, 32 warps, the hidden
-# size compiled in. Both ops read them in two passes beyond TWO_PASS_ROWS_PER_SM rows per SM and in one pass (the
-# row in registers, the chunks summed elementwise: the same bits) below. Measured on the H200 (graph-cold):
-# torch.compile's lead there was its constant hidden size (two passes with it 97.3 us at 4096x24576, without it
-# 128.4; torch.compile 96.8: h200-ladder-s7-two-pass.json); with it our two passes beat our one pass from 256 rows
-# (plain 256x32768 11.33 vs 12.49 us, 4096x24576 97.5 vs 114.4: h200-explore-s7-zone.json; fused 4096x24576
-# 196.8 vs 197.3, 4096x32768 259.8 vs 261.4: h200-explore-s7-const-n-fused.json) and lost 4-10% at 1-128 rows
-# (plain 1x32768 4.36 vs 3.94, 128x32768 7.76 vs 7.49; fused 1x32768 5.59 vs 5.32: h200-explore-s7-const-n*.json).
-# Narrower rows (16K-24K columns) keep one pass of 16 warps over pieces: there the second chunk of 16384 is mostly
-# masked, and the 32-warp one pass cost the fused op 5-16% (4096x20000 178.0 vs 168.7 us, 2048x16896 84.4 vs 70.9:
-# h200-bench-fused_add_rmsnorm-w32k-s7.json against session 5's record).
+# 16-bit rows of 16K-32K columns (multiples of 16 bytes) are held as equal chunks summed elementwise before the block
+# reduction (`chunk_sum`), the hidden size compiled in: the summation order of the two-pass kernel over the same
+# chunks and warps, so the row count may choose one pass or two without changing a bit.
+# - 24K-32K columns: two chunks of 16384, 32 warps. Both ops read them in two passes beyond TWO_PASS_ROWS_PER_SM
+#   rows per SM and in one pass below. Measured on the H200 (graph-cold): torch.compile's lead there was its
+#   constant hidden size (two passes with it 97.3 us at 4096x24576, without it 128.4; torch.compile 96.8:
+#   h200-ladder-s7-two-pass.json); with it our two passes beat our one pass from 256 rows (plain 256x32768 11.33
+#   vs 12.49 us, 4096x24576 97.5 vs 114.4: h200-explore-s7-zone.json; fused 4096x24576 196.8 vs 197.3, 4096x32768
+#   259.8 vs 261.4: h200-explore-s7-const-n-fused.json) and lost 4-10% at 1-128 rows (plain 1x32768 4.36 vs 3.94,
+#   128x32768 7.76 vs 7.49; fused 1x32768 5.59 vs 5.32: h200-explore-s7-const-n*.json).
+# - 16K-24K columns: three chunks of 8192, 16 warps, one pass at every row count, the weight loaded with x up to
+#   one row per SM and after the reduction beyond (held with x it takes 79-82 registers). Against session 5's one
+#   pass of 16 warps over pieces (16384+2048+2048, 16384+512), graph-cold (h200-explore-s8-w16k{,-fused}.json):
+#   plain 1x20000 3.17 vs 3.64 us, 1024x20000 23.63 vs 28.16, 4096x20000 82.63 vs 95.22 (two passes over the same
+#   chunks 81.85), 2048x16896 36.78 vs 44.95, 4096x16896 69.26 vs 83.71; fused 1x20000 4.53 vs 4.92, 4096x20000
+#   163.88 vs 166.90, 2048x16896 70.80 vs 71.25, except 1x16896 4.16 vs 3.97. Two passes gain at most 1% (plain
+#   4096x20000) and lose elsewhere (fused 2048x16896 76.3), so none here.
 CHUNK_SUM_BLOCK = 16384
 CHUNK_SUM_FROM = 24576
 TWO_PASS_ROWS_PER_SM = 1
+THREE_CHUNK_BLOCK = 8192
 
 
-def chunked_config() -> LaunchConfig:
-    """Rows of 24K-32K 16-bit columns: one pass over two chunks summed elementwise (`chunk_sum`) up to
-    TWO_PASS_ROWS_PER_SM rows per SM, the two-pass equivalent (`two_pass_of`) beyond; the same for both ops."""
-    return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
-                        chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
+def chunked_config(n: int) -> LaunchConfig | None:
+    """The chunked layout of a 16-bit row of n columns (a multiple of 16 bytes), or None outside 16K-32K columns:
+    two chunks of 16384 over 32 warps from 24576 columns (one pass up to TWO_PASS_ROWS_PER_SM rows per SM, its
+    two-pass twin `two_pass_of` beyond), three chunks of 8192 over 16 warps below (one pass, the weight after the
+    reduction beyond one row per SM); the same for both ops."""
+    if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
+        return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
+                            chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
+    if 2 * THREE_CHUNK_BLOCK < n < CHUNK_SUM_FROM:
+        return LaunchConfig(THREE_CHUNK_BLOCK, True, 16, 0, THREE_CHUNK_BLOCK, THREE_CHUNK_BLOCK, loop_free=True,
+                            weight_first=True, chunk_sum=True, const_n=True, lean_zone=(1, 1 << 40))
+    return None
 
 
 def chunked_candidates(n: int) -> list[LaunchConfig]:
-    """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin: for
-    24K-32K columns the shipped two chunks of 16384 (32 warps); for 16K-24K columns three chunks of 8192 (16 warps),
-    measured as two passes in session 7 (4096x20000 81.8 us plain, 166.7 fused with the second pass reversed) but
-    not yet as one pass, which the rules need for few rows before they may choose it; for 16384 two chunks of 8192
-    (16 warps: two passes over them were 5-8% faster than the one block from 1024 rows, 29% slower at one row)."""
-    if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
-        one = dataclasses.replace(chunked_config(), two_pass_zone=(0, 0))
-    elif 2 * 8192 < n < CHUNK_SUM_FROM:
-        one = LaunchConfig(8192, True, 16, 0, 8192, 8192, loop_free=True, weight_first=True, chunk_sum=True,
+    """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
+    pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
+    script two chunks of 8192 at 16384 columns and of 4096 at 8192 (16 warps; two passes over them were 2-5%
+    faster than the one block at 4096 and 16384 rows, h200-explore-s8-aligned-constn.json)."""
+    shipped = chunked_config(n)
+    if shipped is not None:
+        one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0))
+    elif n in (8192, 16384):
+        one = LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
                            const_n=True)
-    elif n == 2 * 8192:
-        one = LaunchConfig(8192, True, 16, 0, 8192, loop_free=True, weight_first=True, chunk_sum=True, const_n=True)
     else:
         return []
     two = two_pass_of(one)

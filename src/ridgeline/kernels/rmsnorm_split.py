@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ridgeline.kernels._rounding import to_storage
+from ridgeline.kernels._rounding import rstd_of, to_storage
 
 
 @triton.jit
@@ -89,7 +89,7 @@ def _rms_norm_split_kernel(
             arrived = tl.atomic_add(sync, 0, sem="acquire")
         # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
         partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
-        rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)
+        rstd = rstd_of(tl.sum(partials, axis=0), N, eps)
         if not EMULATE_RNE:  # on the GPU: x held in its storage type through the wait (see _opaque)
             xf = _opaque(x).to(tl.float32)
         y = xf * rstd
