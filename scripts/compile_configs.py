@@ -49,14 +49,16 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
     if cfg.split:  # rows split across programs: their own kernel
         args = {
             "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
-            "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
+            "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "inv_n": 1.0 / n,
+            "weight_offset": 0.0,
             "PART": TensorArg(torch.float32, True), "SYNC": TensorArg(torch.int32, True), "groups": 100,
             **split_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight),
         }
         return TritonLaunch(_rms_norm_split_kernel, args, cfg.num_warps, 4096, cfg.describe())
     args = {
         "X": x, "x_stride_q": xs // xa, "R": r, "r_stride_q": rs // ra, "RO": ro, "ro_stride_q": ros // roa,
-        "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "weight_offset": 0.0,
+        "W": w, "Y": y, "y_stride_q": ys // ya, "M": 4096, "n_q": n // na, "eps": 1e-6, "inv_n": 1.0 / n,
+            "weight_offset": 0.0,
         "S": TensorArg(torch.float32, True), "qmax": 448.0, "min_scale": 1e-5,
         **kernel_constexprs(cfg, (xa, ra, roa, ya, na), fused, has_weight, cfg.loop_free, quant, n),
     }

@@ -32,12 +32,18 @@ def to_storage(v, dtype: tl.constexpr, EMULATE: tl.constexpr):
     return v.to(dtype)
 
 
+
 @triton.jit
-def rstd_of(sum_sq, N, eps):
-    """1 / sqrt(sum_sq / N + eps) with the same bits whether N is a constant (LaunchConfig.const_n) or a run-time
-    value. `sum_sq / N` is not: ptxas folds a division by a constant into a multiply by the correctly rounded
-    1/N (fused with + eps), while a run-time divisor goes through the approximate MUFU.RCP, so the two differ in
-    the last bit at hidden sizes that are not powers of two (seen on the H200 at 20000 and 24576 columns). Here
-    1/N is rounded correctly either way (div_rn, once per row, off the reduction's critical path)."""
-    inv_n = tl.div_rn(tl.full([], 1.0, tl.float32), tl.zeros([], tl.float32) + N)
+def rstd_of(sum_sq, inv_n, eps):
+    """1 / sqrt(sum_sq / N + eps), with inv_n = 1 / N rounded once on the host (`inv_hidden`): the same bits
+    whether the kernel has N compiled in (LaunchConfig.const_n) or not. `sum_sq / N` is not: ptxas folds a
+    division by a constant into a multiply by the correctly rounded 1/N (fused with + eps) and sends a run-time
+    divisor through the approximate MUFU.RCP, so the two differed in the last bit at hidden sizes that are not
+    powers of two on the H200 (20000, 24576); dividing correctly rounded in the kernel (div_rn) instead took 128
+    more instructions and spilled under the 32-register cap of 8192 columns."""
     return tl.rsqrt(sum_sq * inv_n + eps)
+
+
+def inv_hidden(n: int) -> float:
+    """1 / n for `rstd_of` (Triton passes it as float32: one rounding of the double, the same for every config)."""
+    return 1.0 / n

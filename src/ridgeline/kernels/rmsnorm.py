@@ -30,7 +30,7 @@ from ridgeline.kernels._launch import (
     rows_view,
     stride_alignment,
 )
-from ridgeline.kernels._rounding import rstd_of, to_storage
+from ridgeline.kernels._rounding import inv_hidden, rstd_of, to_storage
 from ridgeline.kernels.rmsnorm_config import (  # (the config API is also ridgeline's, through this module)
     LaunchConfig,
     config_for,
@@ -173,7 +173,8 @@ def _abs_max(y):
 
 @triton.jit
 def _norm_row(
-    row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset, S, qmax, min_scale,
+    row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, inv_n, weight_offset, S, qmax,
+    min_scale,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
@@ -228,18 +229,18 @@ def _norm_row(
                 amax_xw = tl.maximum(amax_xw, m_c)
         elif CHUNK_SUM:
             # Two or three equal pieces summed elementwise first, then one block reduction: the order (and the
-            # bits) of the two-pass kernel over chunks of BLOCK_N (acc += x * x per chunk, then tl.sum), so the row
-            # count may choose either.
+            # bits) of the two-pass kernel over chunks of BLOCK_N (acc = fma(x, x, acc) per chunk, then tl.sum), so
+            # the row count may choose either. The fma is spelled out: left to contract `x1 * x1 + x2 * x2`, the
+            # compiler fused either product (unrolled, with N constant, it fused the first: other bits on the H200).
             tl.static_assert(PIECE_B == BLOCK_N and (PIECE_C == 0 or PIECE_C == BLOCK_N),
                              "CHUNK_SUM needs two or three pieces of BLOCK_N")
-            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             xf = xa.to(tl.float32)
-            acc += xf * xf
+            acc = xf * xf
             xf = xb.to(tl.float32)
-            acc += xf * xf
+            acc = tl.fma(xf, xf, acc)
             if PIECE_C > 0:
                 xf = xc.to(tl.float32)
-                acc += xf * xf
+                acc = tl.fma(xf, xf, acc)
             sum_sq = tl.sum(acc, axis=0)
         else:
             sum_sq = _sum_sq(xa)
@@ -247,7 +248,7 @@ def _norm_row(
                 sum_sq += _sum_sq(xb)
             if PIECE_C > 0:
                 sum_sq += _sum_sq(xc)
-        rstd = rstd_of(sum_sq, N, eps)
+        rstd = rstd_of(sum_sq, inv_n, eps)
         # With weight first the weight is in registers already; the dynamic scale also needs it before any
         # store, so it loads it here, once, after the reduction; otherwise each piece loads it when storing.
         W_LATE: tl.constexpr = HAS_WEIGHT and not WEIGHT_FIRST and QUANT == 2
@@ -301,13 +302,13 @@ def _norm_row(
                 xr = to_storage(x + r, RO.dtype.element_ty, EMULATE_RNE)
                 tl.store(ro_row + c, xr, mask=mask, eviction_policy=first_policy)
                 x = xr.to(tl.float32)
-            acc += x * x
+            acc = tl.fma(x, x, acc)  # (spelled out: the chunk_sum one pass sums in this order)
             if QUANT == 2:
                 xw = x
                 if HAS_WEIGHT:
                     xw = x * (tl.load(W + c, mask=mask, other=0.0).to(tl.float32) + weight_offset)
                 amax_xw = tl.maximum(amax_xw, tl.abs(xw))
-        rstd = rstd_of(tl.sum(acc, axis=0), N, eps)
+        rstd = rstd_of(tl.sum(acc, axis=0), inv_n, eps)
         if QUANT == 2:
             scale = tl.maximum(tl.max(amax_xw, axis=0) * rstd / qmax, min_scale)
             tl.store(S + row64, scale)
@@ -337,7 +338,7 @@ def _norm_row(
 @triton.jit
 def _rms_norm_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
-    M, n_q, eps, weight_offset, S, qmax, min_scale,
+    M, n_q, eps, inv_n, weight_offset, S, qmax, min_scale,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
@@ -355,13 +356,13 @@ def _rms_norm_kernel(
         N = n_q * N_ALIGN
     pid = tl.program_id(0)
     if ONE_ROW:  # one program per row, no loop
-        _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, weight_offset,
+        _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, inv_n, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
                   STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
-            _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps,
+            _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, inv_n,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
                       QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
@@ -568,7 +569,8 @@ def _launch(
         if hit is not None:
             kernel, (grid, xa, ra, roa, ya, na, cvals, _) = hit
             _LAUNCHER.run(kernel, grid, (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y,
-                                         y_stride // ya, m, n // na, eps, weight_offset, s, qmax, min_scale),
+                                         y_stride // ya, m, n // na, eps, inv_hidden(n), weight_offset, s, qmax,
+                                         min_scale),
                           cvals, fast_key[0])
             return
     xa, ra, roa, ya, na = row_alignments(n, (x_stride, r_stride, ro_stride, y_stride))
@@ -578,7 +580,7 @@ def _launch(
     _LAUNCHER.launch(
         grid,
         (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
-         weight_offset, s, qmax, min_scale),
+         inv_hidden(n), weight_offset, s, qmax, min_scale),
         constexprs,
         cfg.num_warps,
         fast_key,
@@ -614,7 +616,7 @@ def _launch_split(
 
     def args_for(part: torch.Tensor, sync: torch.Tensor, groups: int) -> tuple:
         return (x, x_stride // xa, r, r_stride // ra, ro, ro_stride // roa, w, y, y_stride // ya, m, n // na, eps,
-                weight_offset, part, sync, groups)
+                inv_hidden(n), weight_offset, part, sync, groups)
 
     if _INTERPRETED:  # programs run one after another: only split=1 can make progress (tests use it)
         if cfg.split > 1:

@@ -50,7 +50,7 @@ def _opaque(x):
 @triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
 def _rms_norm_split_kernel(
     X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q,
-    M, n_q, eps, weight_offset, PART, SYNC, groups,
+    M, n_q, eps, inv_n, weight_offset, PART, SYNC, groups,
     X_ALIGN: tl.constexpr, R_ALIGN: tl.constexpr, RO_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
     CHUNK: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, WEIGHT_FIRST: tl.constexpr,
@@ -89,7 +89,7 @@ def _rms_norm_split_kernel(
             arrived = tl.atomic_add(sync, 0, sem="acquire")
         # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
         partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
-        rstd = rstd_of(tl.sum(partials, axis=0), N, eps)
+        rstd = rstd_of(tl.sum(partials, axis=0), inv_n, eps)
         if not EMULATE_RNE:  # on the GPU: x held in its storage type through the wait (see _opaque)
             xf = _opaque(x).to(tl.float32)
         y = xf * rstd
