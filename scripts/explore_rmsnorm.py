@@ -2,10 +2,10 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|const-n|stream-odd|
+                              small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|hoist|const-n|stream-odd|
                               stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
-                    [--unroll] [--stream] [--const-n]
+                    [--unroll] [--stream] [--const-n] [--hoist]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
@@ -121,6 +121,9 @@ def main() -> None:
                     help="also the default and two passes over 2K-16K chunks (one program per row, L2 hints; fused: "
                          "also the second pass reversed), with the hidden size compiled in (const_n), and rows read "
                          "as equal chunks summed elementwise in one pass or two (chunked_candidates)")
+    ap.add_argument("--hoist", action="store_true",
+                    help="also every one-pass candidate over pieces with every piece's loads before the first store "
+                         "(hoist_loads: the fused op)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     args = ap.parse_args()
@@ -151,6 +154,9 @@ def main() -> None:
               "w8k16k-fused": [(m, 8192) for m in (1, 128, 1024, 4096, 16384)]
               + [(m, 16384) for m in (1, 128, 1024, 4096)],
               "w8k-decode": [(m, 8192) for m in (1, 16, 128, 256)],
+              "hoist": [(m, n) for n in (8192, 16384) for m in (1, 128, 1024, 4096)]
+              + [(16384, 8192), (1, 20000), (4096, 20000), (2048, 16896), (1024, 5120), (4096, 5120), (4096, 4100),
+                 (4096, 5125)],
               "w4k-large": [(4096, 4096), (16384, 4096), (65536, 4096)],
               "zone": [(256, 32768), (512, 32768), (256, 20000), (512, 20000), (512, 24576), (4096, 24576)],
               "small-zone": [(128, 4096), (256, 4096), (1, 8192), (16, 8192), (128, 8192), (16, 5120), (16, 7168)],
@@ -193,6 +199,8 @@ def main() -> None:
                 LaunchConfig(chunk, False, warps, 0, l2_hints=True, loop_free=True, reverse_pass2=rev, const_n=True)
                 for chunk, warps in ((16384, 32), (8192, 16), (4096, 16), (2048, 8), (2048, 16)) if chunk < n
                 for rev in ((False, True) if args.fused else (False,))]
+        if args.hoist:
+            cands = cands + [dataclasses.replace(c, hoist_loads=True) for c in cands if c.single_pass and c.piece_b]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
         cands = list(dict.fromkeys(cands))

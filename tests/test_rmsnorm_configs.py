@@ -40,6 +40,8 @@ def configs_for(n):
                             const_n=True))
     out.append(LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], weight_first=True,
                             stream_hints=True))
+    out.append(LaunchConfig(pieces[0], True, 2, 0, *(list(pieces[1:]) + [0, 0])[:2], weight_first=True,
+                            hoist_loads=True))
     return out
 
 
@@ -72,7 +74,8 @@ def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
     base = run(LaunchConfig(p[0], True, 2, 0, p[1], p[2]), x, w, r)
     for knobs in ({"programs_per_sm": 1}, {"loop_free": True}, {"weight_first": True},
                   {"weight_first": True, "loop_free": True}, {"stream_hints": True},
-                  {"stream_hints": True, "weight_first": True}, {"const_n": True}):
+                  {"stream_hints": True, "weight_first": True}, {"const_n": True}, {"hoist_loads": True},
+                  {"hoist_loads": True, "weight_first": True, "stream_hints": True}):
         other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
     wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
@@ -206,7 +209,7 @@ def test_fp8_knobs_leave_the_bits_alone(n):
 
 
 @pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
-                                   ["--stream", "--quant", "--dtype", "fp16"], ["--const-n", "--fused"]])
+                                   ["--stream", "--quant", "--dtype", "fp16"], ["--const-n", "--fused", "--hoist"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json
@@ -399,6 +402,7 @@ def test_chunk_sum_one_pass_gives_the_two_pass_bits(n, dtype):
     cands = chunked_candidates(n)
     assert {c.single_pass for c in cands} == {True, False} and all(c.const_n for c in cands)
     cands.append(dataclasses.replace(cands[-1], const_n=False))
+    cands += [dataclasses.replace(cands[i], hoist_loads=True) for i in (0, 1)]  # (fused: loads before stores)
     outs = [run(cfg, x, w)[0] for cfg in cands]
     assert all(torch.equal(o, outs[0]) for o in outs), [c.describe() for c, o in zip(cands, outs)
                                                         if not torch.equal(o, outs[0])]

@@ -78,6 +78,31 @@ def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.co
 
 
 @triton.jit
+def _load_pair(x_row, r_row, off, N, P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+               STREAM: tl.constexpr):
+    """x's and (with HAS_RESIDUAL) the residual's columns [off, off + P), as stored (r is x without a residual)."""
+    c = off + tl.arange(0, P)
+    policy: tl.constexpr = "evict_first" if STREAM else ""
+    x = _load(x_row + c, c, N, MASKED, policy)
+    r = x
+    if HAS_RESIDUAL:
+        r = _load(r_row + c, c, N, MASKED, policy)
+    return x, r
+
+
+@triton.jit
+def _add_residual(x, r, ro_row, off, N, P: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr,
+                  EMULATE_RNE: tl.constexpr):
+    """x + r rounded to residual_out's dtype, stored to residual_out's columns [off, off + P) and returned."""
+    c = off + tl.arange(0, P)
+    policy: tl.constexpr = "evict_first" if STREAM else ""
+    # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
+    x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
+    _store(ro_row + c, x, c, N, MASKED, policy)
+    return x
+
+
+@triton.jit
 def _load_piece(
     x_row, r_row, ro_row, W, off, N,
     P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr, LOAD_W: tl.constexpr,
@@ -87,14 +112,9 @@ def _load_piece(
     the weight there (issued before the reduction: its latency overlaps x's, but it holds registers longer).
     Only the row's last piece is masked: the others lie wholly inside it. STREAM: the row's lines are read and
     written once, so they are the first to leave L2 (evict_first)."""
-    c = off + tl.arange(0, P)
-    policy: tl.constexpr = "evict_first" if STREAM else ""
-    x = _load(x_row + c, c, N, MASKED, policy)
+    x, r = _load_pair(x_row, r_row, off, N, P, MASKED, HAS_RESIDUAL, STREAM)
     if HAS_RESIDUAL:
-        r = _load(r_row + c, c, N, MASKED, policy)
-        # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
-        x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
-        _store(ro_row + c, x, c, N, MASKED, policy)
+        x = _add_residual(x, r, ro_row, off, N, P, MASKED, STREAM, EMULATE_RNE)
     w = x
     if LOAD_W:
         w = _load_weight(W, off, N, P, MASKED, STREAM)
@@ -179,7 +199,7 @@ def _norm_row(
     HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr,
     PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr, WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr,
     L2_HINTS: tl.constexpr, QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr,
-    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr, CHUNK_SUM: tl.constexpr,
+    STREAM_HINTS: tl.constexpr, EMULATE_RNE: tl.constexpr, CHUNK_SUM: tl.constexpr, HOIST_LOADS: tl.constexpr,
 ):
     """One row, start to end: the same arithmetic whichever program, grid or loop handles it.
 
@@ -206,14 +226,34 @@ def _norm_row(
         B_OFF: tl.constexpr = BLOCK_N
         C_OFF: tl.constexpr = BLOCK_N + PIECE_B
         W_EARLY: tl.constexpr = HAS_WEIGHT and WEIGHT_FIRST
-        xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
-                             HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
-        if PIECE_B > 0:
-            xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
+        if HOIST_LOADS and HAS_RESIDUAL and PIECE_B > 0:
+            # Every piece's x and residual loaded before the first residual_out store: the compiler cannot move
+            # a later piece's loads above a store (the tensors may alias), so piece by piece they wait for it.
+            xa, ra = _load_pair(x_row, r_row, 0, N, BLOCK_N, False, True, STREAM_HINTS)
+            xb, rb = _load_pair(x_row, r_row, B_OFF, N, PIECE_B, PIECE_C == 0, True, STREAM_HINTS)
+            if PIECE_C > 0:
+                xc, rc = _load_pair(x_row, r_row, C_OFF, N, PIECE_C, True, True, STREAM_HINTS)
+            wa, wb = xa, xb
+            if W_EARLY:
+                wa = _load_weight(W, 0, N, BLOCK_N, False, STREAM_HINTS)
+                wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS)
+            if PIECE_C > 0:
+                wc = xc
+                if W_EARLY:
+                    wc = _load_weight(W, C_OFF, N, PIECE_C, True, STREAM_HINTS)
+            xa = _add_residual(xa, ra, ro_row, 0, N, BLOCK_N, False, STREAM_HINTS, EMULATE_RNE)
+            xb = _add_residual(xb, rb, ro_row, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS, EMULATE_RNE)
+            if PIECE_C > 0:
+                xc = _add_residual(xc, rc, ro_row, C_OFF, N, PIECE_C, True, STREAM_HINTS, EMULATE_RNE)
+        else:
+            xa, wa = _load_piece(x_row, r_row, ro_row, W, 0, N, BLOCK_N, PIECE_B == 0,
                                  HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
-        if PIECE_C > 0:
-            xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
-                                 HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
+            if PIECE_B > 0:
+                xb, wb = _load_piece(x_row, r_row, ro_row, W, B_OFF, N, PIECE_B, PIECE_C == 0,
+                                     HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
+            if PIECE_C > 0:
+                xc, wc = _load_piece(x_row, r_row, ro_row, W, C_OFF, N, PIECE_C, True,
+                                     HAS_RESIDUAL, W_EARLY, STREAM_HINTS, EMULATE_RNE)
         JOINT: tl.constexpr = JOINT_MAX and QUANT == 2
         tl.static_assert(not JOINT or W_EARLY or not HAS_WEIGHT, "JOINT_MAX needs the weight loaded first")
         tl.static_assert(not (JOINT and CHUNK_SUM), "JOINT_MAX sums piece by piece, CHUNK_SUM elementwise")
@@ -344,7 +384,7 @@ def _rms_norm_kernel(
     BLOCK_N: tl.constexpr, PIECE_B: tl.constexpr, PIECE_C: tl.constexpr, SINGLE_PASS: tl.constexpr,
     WEIGHT_FIRST: tl.constexpr, REVERSE_PASS2: tl.constexpr, L2_HINTS: tl.constexpr, ONE_ROW: tl.constexpr,
     QUANT: tl.constexpr, JOINT_MAX: tl.constexpr, UNROLL: tl.constexpr, STREAM_HINTS: tl.constexpr,
-    EMULATE_RNE: tl.constexpr, N_CONST: tl.constexpr, CHUNK_SUM: tl.constexpr,
+    EMULATE_RNE: tl.constexpr, N_CONST: tl.constexpr, CHUNK_SUM: tl.constexpr, HOIST_LOADS: tl.constexpr,
 ):
     if N_CONST > 0:
         # The hidden size compiled in (LaunchConfig.const_n): loop bounds and masks are constants, so the
@@ -359,13 +399,13 @@ def _rms_norm_kernel(
         _norm_row(pid, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, inv_n, weight_offset,
                   S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL, HAS_WEIGHT, BLOCK_N,
                   PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS, QUANT, JOINT_MAX, UNROLL,
-                  STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
+                  STREAM_HINTS, EMULATE_RNE, CHUNK_SUM, HOIST_LOADS)
     else:  # persistent grid: a grid-stride loop over rows
         for row in range(pid, M, tl.num_programs(0)):
             _norm_row(row, X, x_stride_q, R, r_stride_q, RO, ro_stride_q, W, Y, y_stride_q, N, eps, inv_n,
                       weight_offset, S, qmax, min_scale, X_ALIGN, R_ALIGN, RO_ALIGN, Y_ALIGN, HAS_RESIDUAL,
                       HAS_WEIGHT, BLOCK_N, PIECE_B, PIECE_C, SINGLE_PASS, WEIGHT_FIRST, REVERSE_PASS2, L2_HINTS,
-                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE, CHUNK_SUM)
+                      QUANT, JOINT_MAX, UNROLL, STREAM_HINTS, EMULATE_RNE, CHUNK_SUM, HOIST_LOADS)
 
 
 # Read once: Triton decided at import (when the kernel was decorated) whether it interprets.
@@ -507,7 +547,8 @@ def kernel_constexprs(
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
             "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
             "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0,
-            "CHUNK_SUM": cfg.chunk_sum and cfg.single_pass}
+            "CHUNK_SUM": cfg.chunk_sum and cfg.single_pass,
+            "HOIST_LOADS": cfg.hoist_loads and cfg.single_pass and has_residual and cfg.piece_b > 0}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)

@@ -99,6 +99,10 @@ class LaunchConfig:
     chunk_sum: bool = False
     # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
     two_pass_zone: tuple[int, int] = (0, 0)
+    # Fused op, one pass over pieces: every piece's x and residual loaded before the first residual_out store (piece
+    # by piece, a later piece's loads wait for the earlier store: the compiler cannot prove the tensors apart).
+    # Changes no bit (the same additions, stores and sums).
+    hoist_loads: bool = False
 
     def __post_init__(self) -> None:
         if self.piece_c and not self.piece_b:
@@ -133,6 +137,8 @@ class LaunchConfig:
             grid += " const-N"
         if self.chunk_sum:
             grid += " chunk-sum"
+        if self.hoist_loads:
+            grid += " hoist"
         if self.split:
             grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "resident"
             return f"split {self.split}x{self.block_n} warps={self.num_warps} grid={grid}" + (
