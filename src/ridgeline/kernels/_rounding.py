@@ -32,7 +32,6 @@ def to_storage(v, dtype: tl.constexpr, EMULATE: tl.constexpr):
     return v.to(dtype)
 
 
-
 @triton.jit
 def rstd_of(sum_sq, inv_n, eps):
     """1 / sqrt(sum_sq / N + eps), with inv_n = 1 / N rounded once on the host (`inv_hidden`): the same bits

@@ -30,9 +30,9 @@ MAX_SINGLE_PASS_BYTES = 65536
 # One pass over more columns than this: the FP8 epilogues keep two passes (their max needs more registers;
 # not measured in one pass), as does a weight wider than x loaded with it (it would not fit 128 registers).
 WIDE_ONE_PASS = 16384
-# Rows of pieces wider than WIDE_ONE_PASS (those off 16 bytes, fp32 rows; aligned 16-bit rows are chunked since session
-# 8) load the weight after the reduction beyond one row per SM. Loaded with
-# x, it takes a program's registers past 64 for one op or the other (sm_90: fused 16388 72, 18000 80; plain
+# Rows of pieces wider than WIDE_ONE_PASS (rows off 16 bytes and fp32 rows: aligned 16-bit rows are chunked since
+# session 8) load the weight after the reduction beyond one row per SM. Loaded with x, it takes a program's
+# registers past 64 for one op or the other (sm_90: fused 16388 72, 18000 80; plain
 # 20000 79; fused 20000 90), which leaves one program of 16 warps per SM instead of two: 134.0 vs 94.4 us at
 # 4096x20000 (fused 218.3 vs 166.9). Where it fits (16896: 64 for both) the weight first was 2-4% faster at 2048
 # rows (43.3 vs 44.9 us, fused 70.0 vs 71.0): the smaller loss (h200-explore-s5-w32k*.json).
