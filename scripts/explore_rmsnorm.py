@@ -2,7 +2,7 @@
 
 Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regime graph-cold|graph-hot|cold-eager]
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
-                              small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|hoist|const-n|stream-odd|
+                              small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|hoist[-lite]|const-n|stream-odd|
                               stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
                     [--unroll] [--stream] [--const-n] [--hoist]
@@ -154,6 +154,8 @@ def main() -> None:
               "w8k16k-fused": [(m, 8192) for m in (1, 128, 1024, 4096, 16384)]
               + [(m, 16384) for m in (1, 128, 1024, 4096)],
               "w8k-decode": [(m, 8192) for m in (1, 16, 128, 256)],
+              "hoist-lite": [(1, 16384), (128, 16384), (4096, 16384), (1, 8192), (128, 8192), (4096, 8192),
+                             (1, 20000), (4096, 20000), (1, 5120), (4096, 5120)],
               "hoist": [(m, n) for n in (8192, 16384) for m in (1, 128, 1024, 4096)]
               + [(16384, 8192), (1, 20000), (4096, 20000), (2048, 16896), (1024, 5120), (4096, 5120), (4096, 4100),
                  (4096, 5125)],
