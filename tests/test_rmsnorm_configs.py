@@ -386,6 +386,28 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
     assert config_for(5125, bf16, 4096).weight_first  # (the weight-after rule is for rows wider than 16384)
 
 
+@pytest.mark.parametrize("n", [16392, 24568, 24576])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rows_at_the_edges_of_the_chunked_widths_through_the_public_ops(n, dtype):
+    """The public ops where the chunked layouts begin and change (16392: a third chunk of 8192 holding 8 columns;
+    24568 / 24576: the last width of three chunks of 8192 and the first of two of 16384): right against float64,
+    residual_out exact, the fused op's out the plain op's bits on it, a row alone the bits it gets in the batch, and
+    a given `out` (poisoned) fully written."""
+    from ridgeline import fused_add_rms_norm, rms_norm
+    from ridgeline.kernels.rmsnorm_config import config_for
+
+    assert config_for(n, dtype, 3).chunk_sum
+    m = 3
+    x, r, w = rand(m, n, dtype=dtype), rand(m, n, dtype=dtype), rand(n, dtype=dtype)
+    y = torch.full_like(x, float("nan"))
+    rms_norm(x, w, out=y)
+    assert_close(y, ref_rms(x, w), dtype)
+    assert torch.equal(rms_norm(x[1:2], w), y[1:2])
+    out, res = fused_add_rms_norm(x, r, w)
+    assert torch.equal(res, (x.double() + r.double()).to(dtype))
+    assert torch.equal(out, rms_norm(res, w))
+
+
 @pytest.mark.parametrize("n", [16384, 20000, 24576])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_chunk_sum_one_pass_gives_the_two_pass_bits(n, dtype):
