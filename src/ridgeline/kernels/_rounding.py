@@ -4,6 +4,8 @@ The interpreter (checked with triton 3.7.1) truncates float32 -> bfloat16 and it
 round-to-nearest (124.1 became 64, not 128). With EMULATE set (only under the interpreter) the mantissa is rounded
 in float32 bits first, so the cast that follows is exact and CPU results equal the GPU's; on the GPU the cvt
 instructions round correctly and EMULATE is False, so this compiles to the plain cast.
+
+Also `rstd_of`: the row's 1/rms computed with the same rounding whether the hidden size is compiled in or not.
 """
 
 import triton
