@@ -167,8 +167,8 @@ def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
 
     script = Path(__file__).resolve().parent.parent / "scripts" / "compile_configs.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "20000", "24576",
-                          "40000", "65536", "--check-layouts"],
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "16384", "20000",
+                          "24576", "40000", "65536", "--check-layouts"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
 
@@ -382,14 +382,59 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
     odd = config_for(24577, bf16, 4096)  # (rows off 16 bytes: one pass of 16 warps, as before)
     assert odd.single_pass and not odd.chunk_sum and odd.num_warps == 16
     assert launch_config(16384, torch.float32).single_pass  # (64 KB: the widest one-pass row)
-    assert not launch_config(16384, bf16).chunk_sum  # (16384 keeps its one block)
+    assert not launch_config(16384, torch.float32).chunk_sum and not launch_config(8192, bf16).chunk_sum
     assert config_for(5125, bf16, 4096).weight_first  # (the weight-after rule is for rows wider than 16384)
 
 
-@pytest.mark.parametrize("n", [16392, 24568, 24576])
+def test_rows_of_16384_columns_take_two_chunks_of_8192_one_pass_or_two_by_row_count():
+    """16-bit rows of 16384 columns: two chunks of 8192 over 16 warps, the hidden size compiled in, one pass (weight
+    first) up to 2 rows per SM for the plain op and 8 for the fused one (hoisted), two passes beyond; the FP8
+    epilogues keep the one block of 16384 (their joint max sums piece by piece), and fp32 rows their one block."""
+    from ridgeline.kernels.rmsnorm_config import TWO_CHUNK_TWO_PASS_ROWS_PER_SM, config_for, register_config
+
+    sms = 132
+    for dtype in (torch.bfloat16, torch.float16):
+        for fused in (False, True):
+            last = TWO_CHUNK_TWO_PASS_ROWS_PER_SM[fused] * sms
+            ones = [config_for(16384, dtype, m, fused) for m in (1, 128, last)]
+            assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps, c.const_n,
+                     c.weight_first, c.hoist_loads) for c in ones} == {(True, True, 8192, 8192, 0, 16, True, True,
+                                                                        fused)}
+            for m in (last + 1, 100000):
+                two = config_for(16384, dtype, m, fused)
+                assert (two.single_pass, two.block_n, two.num_warps, two.const_n) == (False, 8192, 16, True)
+        for quant in (1, 2):
+            for m in (1, 4096):
+                q = config_for(16384, dtype, m, quant=quant)
+                assert q.single_pass and q.block_n == 16384 and not q.chunk_sum and not q.hoist_loads
+                assert q.num_warps == register_config(16384, dtype).num_warps
+    assert TWO_CHUNK_TWO_PASS_ROWS_PER_SM == {False: 2, True: 8}
+    assert config_for(16384, torch.float32, 4096) == register_config(16384, torch.float32)
+
+
+def test_the_fused_op_hoists_the_loads_of_16_bit_pieces_only():
+    """`hoist_loads` (every piece's loads before the first store): the fused op's 16-bit rows of pieces and chunks;
+    not the plain op (no stores to wait for), not fp32 rows (an fp32 row of 12000 columns took 78 registers instead
+    of 64 for sm_90), not one block, not the FP8 epilogues (not measured)."""
+    from ridgeline.kernels.rmsnorm_config import config_for
+
+    bf16 = torch.bfloat16
+    for n in (4100, 5120, 5125, 16388, 20000):
+        for m in (1, 1024, 4096):
+            assert config_for(n, bf16, m, fused=True).hoist_loads, (n, m)
+            assert config_for(n, torch.float16, m, fused=True).hoist_loads, (n, m)
+            assert not config_for(n, bf16, m).hoist_loads, (n, m)
+            assert not config_for(n, bf16, m, fused=True, quant=2).hoist_loads, (n, m)
+            assert not config_for(n, bf16, m, fused=True, quant=1).hoist_loads, (n, m)
+        assert not config_for(n, torch.float32, 4096, fused=True).hoist_loads, n
+    for n in (4096, 7168, 8192):
+        assert not config_for(n, bf16, 4096, fused=True).hoist_loads, n
+
+
+@pytest.mark.parametrize("n", [16384, 16392, 24568, 24576])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_rows_at_the_edges_of_the_chunked_widths_through_the_public_ops(n, dtype):
-    """The public ops where the chunked layouts begin and change (16392: a third chunk of 8192 holding 8 columns;
+    """The public ops where the chunked layouts begin and change (16384: two chunks of 8192; 16392: a third chunk of 8192 holding 8 columns;
     24568 / 24576: the last width of three chunks of 8192 and the first of two of 16384): right against float64,
     residual_out exact, the fused op's out the plain op's bits on it, a row alone the bits it gets in the batch, and
     a given `out` (poisoned) fully written."""
@@ -435,13 +480,14 @@ def test_chunk_sum_one_pass_gives_the_two_pass_bits(n, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [16896, 20000, 24576, 32768])
-def test_rows_of_16k_to_32k_columns_are_batch_invariant_across_the_two_pass_zone(n):
-    """Through the public ops on the GPU: 600 rows (two passes from 24576 columns) give each row the bits it gets
-    alone (one pass), and the fused op's out equals the plain op on its residual_out."""
+@pytest.mark.parametrize("n", [16384, 16896, 20000, 24576, 32768])
+@pytest.mark.parametrize("m", [600, 1100])
+def test_rows_of_16k_to_32k_columns_are_batch_invariant_across_the_two_pass_zone(n, m):
+    """Through the public ops on the GPU: 600 and 1100 rows (two passes from 24576 columns, and at 16384 for the plain
+    op from 265 rows and the fused one from 1057) give each row the bits it gets alone (one pass), and the fused op's
+    out equals the plain op on its residual_out."""
     from ridgeline import fused_add_rms_norm, rms_norm
 
-    m = 600
     x, r, w = rand(m, n, dtype=torch.bfloat16), rand(m, n, dtype=torch.bfloat16), rand(n, dtype=torch.bfloat16)
     full = rms_norm(x, w)
     for i in (0, 137, m - 1):

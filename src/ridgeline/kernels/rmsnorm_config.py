@@ -101,7 +101,10 @@ class LaunchConfig:
     two_pass_zone: tuple[int, int] = (0, 0)
     # Fused op, one pass over pieces: every piece's x and residual loaded before the first residual_out store (piece
     # by piece, a later piece's loads wait for the earlier store: the compiler cannot prove the tensors apart).
-    # Changes no bit (the same additions, stores and sums).
+    # Changes no bit (the same additions, stores and sums). `launch_config` sets it for the fused op's pieces and
+    # chunks: graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896 69.42 vs
+    # 70.48, 4096x4100 34.78 vs 35.97, 4096x5125 50.52 vs 51.85, 4096x5120 41.85 vs 42.51, 1024x5120 11.73 vs 11.86
+    # (and 1x5120 2.28 vs 2.69, h200-explore-s8-hoist-fused.json). Not with FP8 epilogues (not measured there).
     hoist_loads: bool = False
 
     def __post_init__(self) -> None:
@@ -231,9 +234,10 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
       reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
       of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 5125 = 4096 + 1024 + 128).
-    - 16-bit rows of 16K-32K columns (multiples of 16 bytes): equal chunks (three of 8192 over 16 warps, from 24576
-      columns two of 16384 over 32 warps), the hidden size compiled in, summed in the two-pass kernel's order, so
-      `config_for` may read them in one pass (few rows) or two (many) with the same bits (`chunked_config`).
+    - 16-bit rows of 16K-32K columns (multiples of 16 bytes): equal chunks (two of 8192 over 16 warps at 16384
+      columns, three of 8192 over 16 warps above, from 24576 columns two of 16384 over 32 warps), the hidden size
+      compiled in, summed in the two-pass kernel's order, so `config_for` may read them in one pass (few rows) or
+      two (many) with the same bits (`chunked_config`).
     - Warps: about 16 columns a thread for rows that are a multiple of 16 bytes (16-byte vectors), 32 for the
       others (narrower vectors need more of them in flight), between 1 and 16 warps.
     - Wider rows: split across programs of 8192 columns and 8 warps that exchange partial sums
@@ -247,9 +251,18 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         if MIN_SPLIT_COLUMNS <= n and split <= MAX_SPLIT:
             return LaunchConfig(chunk_for(n, split), False, 8, split=split)
         return two_pass_config(fused)
-    chunked = chunked_config(n) if dtype.itemsize == 2 and (n * 2) % 16 == 0 else None
+    chunked = chunked_config(n, fused) if dtype.itemsize == 2 and (n * 2) % 16 == 0 else None
     if chunked is not None:
         return chunked
+    return register_config(n, dtype, fused)
+
+
+@functools.lru_cache(maxsize=1024)
+def register_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConfig:
+    """A row of n columns held in one program's registers as one power-of-two block or as power-of-two pieces (what
+    `launch_config` picks outside the chunked widths and the wide rows; the FP8 epilogues keep it at 16384 columns).
+    The fused op loads every 16-bit piece's x and residual before its first store (`hoist_loads`; no bit changes)."""
+    block = triton.next_power_of_2(n)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
     warps = min(16, max(1, 1 << ((n // (32 * per_thread)).bit_length() - 1))) if n >= 64 * per_thread else 1
     # Pieces no smaller than the program's threads: a piece spread over more threads than it has columns
@@ -259,7 +272,10 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
         first, b, c = (*pieces, 0, 0)[:3]
     else:
         first, b, c = block, 0, 0
-    cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True)
+    # (Hoisted only for 16-bit rows, where it was measured: an fp32 row of 12000 columns went from 64 to 78 registers,
+    # one program of 16 warps per SM instead of two, for sm_90.)
+    cfg = LaunchConfig(first, True, warps, 0, b, c, loop_free=True, weight_first=True,
+                       hoist_loads=fused and bool(b) and dtype.itemsize == 2)
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
     if not fused and dtype.itemsize == 2 and STREAM_COLUMNS[0] <= n <= STREAM_COLUMNS[1]:
@@ -284,36 +300,54 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
 #   plain 1x20000 3.17 vs 3.64 us, 1024x20000 23.63 vs 28.16, 4096x20000 82.63 vs 95.22 (two passes over the same
 #   chunks 81.85), 2048x16896 36.78 vs 44.95, 4096x16896 69.26 vs 83.71; fused 1x20000 4.53 vs 4.92, 4096x20000
 #   163.88 vs 166.90, 2048x16896 70.80 vs 71.25, except 1x16896 4.16 vs 3.97. Two passes gain at most 1% (plain
-#   4096x20000) and lose elsewhere (fused 2048x16896 76.3), so none here.
+#   4096x20000) and lose elsewhere (fused 2048x16896 76.3), so none here. The fused op's one pass hoists its loads
+#   (`hoist_loads`, session 9). Hoisted, the weight first was also faster at 4096x20000 (159.52 vs 162.08 us, though
+#   at 84 registers one program per SM): not taken, as no row count between 1 and 16 rows per SM was measured.
 CHUNK_SUM_BLOCK = 16384
 CHUNK_SUM_FROM = 24576
 TWO_PASS_ROWS_PER_SM = 1
 THREE_CHUNK_BLOCK = 8192
+# - 16384 columns: two chunks of 8192, 16 warps, weight first, one pass up to a few rows per SM and two beyond (plain
+#   op from 2 rows per SM, fused from 8). Measured against the one block of 16384 it replaces, graph-cold
+#   (h200-explore-s9-w8k16k.json, h200-explore-s9-hoist-fused.json): plain one pass 1x 2.86 vs 2.90 us, 128x 4.79 vs
+#   4.83, 256x 6.48 vs 6.58; two passes 1024x 19.11 vs 20.65, 4096x 65.53 vs 68.79. Fused, one pass hoisted: 1x 3.41
+#   vs 3.34, 128x 6.22 vs 6.30, 1024x 34.48 vs 35.26 (two passes 35.64); two passes 4096x 130.84 vs 131.80. Not at
+#   8192 columns: two chunks of 4096 read in one pass lost at decode sizes (1x8192 1.90 vs 1.72 us graph-hot,
+#   h200-explore-s9-w8k-decode-hot.json) and two passes gained 1-2.5% only from 8 rows per SM.
+TWO_CHUNK_COLUMNS = 16384
+TWO_CHUNK_TWO_PASS_ROWS_PER_SM = {False: 2, True: 8}
 
 
-def chunked_config(n: int) -> LaunchConfig | None:
+def chunked_config(n: int, fused: bool = False) -> LaunchConfig | None:
     """The chunked layout of a 16-bit row of n columns (a multiple of 16 bytes), or None outside 16K-32K columns:
     two chunks of 16384 over 32 warps from 24576 columns (one pass up to TWO_PASS_ROWS_PER_SM rows per SM, its
     two-pass twin `two_pass_of` beyond), three chunks of 8192 over 16 warps below (one pass, the weight after the
-    reduction beyond one row per SM); the same for both ops."""
+    reduction beyond one row per SM), two chunks of 8192 over 16 warps at 16384 (one pass, then two passes beyond
+    TWO_CHUNK_TWO_PASS_ROWS_PER_SM). The same layout for both ops; the fused op's one pass loads every chunk before
+    its first store (`hoist_loads`)."""
     if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
         return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
                             chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
     if 2 * THREE_CHUNK_BLOCK < n < CHUNK_SUM_FROM:
         return LaunchConfig(THREE_CHUNK_BLOCK, True, 16, 0, THREE_CHUNK_BLOCK, THREE_CHUNK_BLOCK, loop_free=True,
-                            weight_first=True, chunk_sum=True, const_n=True, lean_zone=(1, 1 << 40))
+                            weight_first=True, chunk_sum=True, const_n=True, lean_zone=(1, 1 << 40),
+                            hoist_loads=fused)
+    if n == TWO_CHUNK_COLUMNS:
+        return LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
+                            const_n=True, two_pass_zone=(TWO_CHUNK_TWO_PASS_ROWS_PER_SM[fused], 1 << 40),
+                            hoist_loads=fused)
     return None
 
 
 def chunked_candidates(n: int) -> list[LaunchConfig]:
     """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
     pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
-    script two chunks of 8192 at 16384 columns and of 4096 at 8192 (16 warps; two passes over them were 2-5%
-    faster than the one block at 4096 and 16384 rows, h200-explore-s8-aligned-constn.json)."""
+    script two chunks of 4096 at 8192 columns (16 warps; two passes over them were 1-2.5% faster than the one block
+    from 8 rows per SM, but one pass lost at decode sizes: h200-explore-s9-w8k16k.json)."""
     shipped = chunked_config(n)
     if shipped is not None:
         one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0))
-    elif n in (8192, 16384):
+    elif n == 8192:
         one = LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
                            const_n=True)
     else:
@@ -391,6 +425,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
             return _quant(two_pass_config(fused), False, False)
+        if cfg.chunk_sum:  # (16384 columns: the FP8 epilogues were measured on the one block, and joint_max needs it)
+            cfg = register_config(n, dtype, fused)
         joint = (quant == QUANT_DYNAMIC and not fused and (sms < m or not cfg.piece_b)
                  and m <= JOINT_MAX_ROWS_PER_SM * sms
                  and (weight_dtype is None or weight_dtype.itemsize <= dtype.itemsize))
@@ -442,7 +478,7 @@ def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
     # the weight first; a config asking for it keeps it.)
     joint = joint or cfg.joint_max
     return dataclasses.replace(cfg, weight_first=one_wave or joint, joint_max=joint, max_registers=0,
-                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0))
+                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0), hoist_loads=False)
 
 
 @functools.lru_cache(maxsize=256)
