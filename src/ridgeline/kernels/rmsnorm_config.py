@@ -280,7 +280,7 @@ def register_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchCo
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
     if not fused and dtype.itemsize == 2 and STREAM_COLUMNS[0] <= n <= STREAM_COLUMNS[1]:
         cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
-    tuned = _TUNED.get((n, dtype.itemsize))
+    tuned = {**_TUNED.get((n, dtype.itemsize), {}), **(_TUNED_FUSED.get((n, dtype.itemsize), {}) if fused else {})}
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
 
 
@@ -343,17 +343,21 @@ def chunked_candidates(n: int) -> list[LaunchConfig]:
     """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
     pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
     script two chunks of 4096 at 8192 columns (16 warps; two passes over them were 1-2.5% faster than the one block
-    from 8 rows per SM, but one pass lost at decode sizes: h200-explore-s9-w8k16k.json)."""
+    from 8 rows per SM, but one pass lost at decode sizes: h200-explore-s9-w8k16k.json) and two of 2048 at 4096
+    (8 warps; two passes over them were 2.5-2.9% faster from 4096 rows: h200-explore-s9-fused-const-n.json)."""
     shipped = chunked_config(n)
     if shipped is not None:
         one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0))
-    elif n == 8192:
-        one = LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
-                           const_n=True)
+    elif n in (4096, 8192):
+        one = LaunchConfig(n // 2, True, 16 if n == 8192 else 8, 0, n // 2, loop_free=True, weight_first=True,
+                           chunk_sum=True, const_n=True)
     else:
         return []
     two = two_pass_of(one)
-    return [one, dataclasses.replace(one, weight_first=False), two, dataclasses.replace(two, reverse_pass2=True)]
+    out = [one, dataclasses.replace(one, weight_first=False), two, dataclasses.replace(two, reverse_pass2=True)]
+    if n == 4096:  # (and with a run-time hidden size: the same bits, see `rstd_of`)
+        out += [dataclasses.replace(one, const_n=False), dataclasses.replace(two, const_n=False)]
+    return out
 
 
 @functools.lru_cache(maxsize=64)
@@ -403,6 +407,16 @@ _TUNED: dict[tuple[int, int], dict] = {
     (4096, 2): {"lean_zone": (6, 8)},
     (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
     (8192, 2): {"max_registers": 32},
+}
+# The fused op's one block of 8192 16-bit columns with the hidden size compiled in (const_n: masks fold away; no bit
+# changes since session 8's host-side 1/N). Graph-cold on the H200 (h200-explore-s9-w8k-rows-fused.json): faster at
+# every row count, 1x 2.57 vs 2.62 us, 128x 4.09 vs 4.29, 256x 5.69 vs 6.03, 1024x 17.92 vs 18.92, 4096x 66.63 vs
+# 67.38; graph-hot at decode rows (h200-explore-s9-decode-fused-hot.json) 1x 2.12 both, 16x 2.18 vs 2.26, 256x 3.50
+# vs 3.57. Not the plain op (graph-hot 1x8192 1.93 vs 1.72, h200-explore-s9-w8k-decode-hot.json) and not at 4096
+# columns (fused, within 1% graph-cold from 1 to 65536 rows, graph-hot 1x4096 1.61 vs 1.47:
+# h200-explore-s9-fused-const-n.json).
+_TUNED_FUSED: dict[tuple[int, int], dict] = {
+    (8192, 2): {"const_n": True},
 }
 
 
@@ -457,8 +471,10 @@ def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
 
 @functools.lru_cache(maxsize=256)
 def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
+    # (The fused op's const_n at 8192 columns was measured with a 16-bit weight only: not taken here. Chunked rows
+    # keep theirs, which their two-pass twins share.)
     return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0,
-                               stream_zone=(0, 0))
+                               stream_zone=(0, 0), const_n=cfg.const_n and cfg.chunk_sum)
 
 
 @functools.lru_cache(maxsize=256)
@@ -478,7 +494,8 @@ def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
     # the weight first; a config asking for it keeps it.)
     joint = joint or cfg.joint_max
     return dataclasses.replace(cfg, weight_first=one_wave or joint, joint_max=joint, max_registers=0,
-                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0), hoist_loads=False)
+                               lean_zone=(0, 0), lean_max_registers=0, stream_zone=(0, 0), hoist_loads=False,
+                               const_n=False)
 
 
 @functools.lru_cache(maxsize=256)
