@@ -126,6 +126,9 @@ def main() -> None:
                          "(hoist_loads: the fused op)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
+    ap.add_argument("--reverse", action="store_true",
+                    help="time each shape's candidates in reverse order (the default last): checks that the order "
+                         "of timing does not favour the first")
     args = ap.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     wdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.wdtype]
@@ -212,6 +215,8 @@ def main() -> None:
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
         cands = list(dict.fromkeys(cands))
+        if args.reverse:
+            cands.reverse()
         for cfg in cands:
             rec = {"shape": [m, n], "dtype": args.dtype, "fused": args.fused, "regime": args.regime,
                    "config": cfg.describe(),
