@@ -127,11 +127,32 @@ def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.
     return g
 
 
+# The first graph timings in a process ran faster than every later one on the H200: rmsnorm at 1x4096, graph-hot,
+# 1.378 and 1.359 us, then 1.526-1.543 from the third timing on, also after 3 s idle, at the same clocks
+# (docs/results/h200-first-timing-bias-s9.json; the cause was not isolated). The bench times ours first, so its first
+# shape flattered us by ~10%. Until this many graph timings have run in the process, `time_graph` first runs
+# discarded ones on the same calls.
+SETTLE_GRAPH_TIMINGS = 2
+SETTLE_BUDGET_S = 0.1
+_graph_timings_run = 0
+
+
 def time_graph(
     fns: Sequence[Callable[[], Any]], budget_s: float = 2.0, *, regime: str = "graph-cold",
     target_replay_ms: float = 1.0, max_calls: int = 20000,
 ) -> Timing:
-    """Capture calls over each input set (repeated) into one graph; a sample is one replay / calls in it."""
+    """Capture calls over each input set (repeated) into one graph; a sample is one replay / calls in it. The
+    first call in a process settles first (SETTLE_GRAPH_TIMINGS discarded timings)."""
+    global _graph_timings_run
+    while _graph_timings_run < SETTLE_GRAPH_TIMINGS:
+        _graph_timings_run += 1
+        _time_graph_once(fns, min(budget_s, SETTLE_BUDGET_S), regime, target_replay_ms, max_calls)
+    _graph_timings_run += 1
+    return _time_graph_once(fns, budget_s, regime, target_replay_ms, max_calls)
+
+
+def _time_graph_once(fns: Sequence[Callable[[], Any]], budget_s: float, regime: str, target_replay_ms: float,
+                     max_calls: int) -> Timing:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
