@@ -312,8 +312,9 @@ THREE_CHUNK_BLOCK = 8192
 #   (h200-explore-s9-w8k16k.json, h200-explore-s9-hoist-fused.json): plain one pass 1x 2.86 vs 2.90 us, 128x 4.79 vs
 #   4.83, 256x 6.48 vs 6.58; two passes 1024x 19.11 vs 20.65, 4096x 65.53 vs 68.79. Fused, one pass hoisted: 1x 3.41
 #   vs 3.34, 128x 6.22 vs 6.30, 1024x 34.48 vs 35.26 (two passes 35.64); two passes 4096x 130.84 vs 131.80. Not at
-#   8192 columns: two chunks of 4096 read in one pass lost at decode sizes (1x8192 1.90 vs 1.72 us graph-hot,
-#   h200-explore-s9-w8k-decode-hot.json) and two passes gained 1-2.5% only from 8 rows per SM.
+#   8192 columns: two passes over chunks of 4096 gained 1-2.5% only from 8 rows per SM, and their one pass was
+#   1.5-2.4% slower at 16-256 rows graph-hot (h200-explore-s9-w8k{16k,-decode-hot}.json; that record's one-row
+#   figures came first in their process and carry the first-timing bias, see harness/timing.py).
 TWO_CHUNK_COLUMNS = 16384
 TWO_CHUNK_TWO_PASS_ROWS_PER_SM = {False: 2, True: 8}
 
@@ -343,8 +344,9 @@ def chunked_candidates(n: int) -> list[LaunchConfig]:
     """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
     pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
     script two chunks of 4096 at 8192 columns (16 warps; two passes over them were 1-2.5% faster than the one block
-    from 8 rows per SM, but one pass lost at decode sizes: h200-explore-s9-w8k16k.json) and two of 2048 at 4096
-    (8 warps; two passes over them were 2.5-2.9% faster from 4096 rows: h200-explore-s9-fused-const-n.json)."""
+    from 8 rows per SM, one pass 1.5-2.4% slower at 16-256 rows: h200-explore-s9-w8k16k.json) and two of 2048 at
+    4096 (8 warps; two passes over them were 2.3-3% faster from 16384 rows, and the fused op's one pass, not
+    hoisted, 6-10% slower at one row: h200-explore-s9-w4k-*.json, h200-explore-s9-order-*.json)."""
     shipped = chunked_config(n)
     if shipped is not None:
         one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0))
@@ -412,9 +414,11 @@ _TUNED: dict[tuple[int, int], dict] = {
 # changes since session 8's host-side 1/N). Graph-cold on the H200 (h200-explore-s9-w8k-rows-fused.json): faster at
 # every row count, 1x 2.57 vs 2.62 us, 128x 4.09 vs 4.29, 256x 5.69 vs 6.03, 1024x 17.92 vs 18.92, 4096x 66.63 vs
 # 67.38; graph-hot at decode rows (h200-explore-s9-decode-fused-hot.json) 1x 2.12 both, 16x 2.18 vs 2.26, 256x 3.50
-# vs 3.57. Not the plain op (graph-hot 1x8192 1.93 vs 1.72, h200-explore-s9-w8k-decode-hot.json) and not at 4096
-# columns (fused, within 1% graph-cold from 1 to 65536 rows, graph-hot 1x4096 1.61 vs 1.47:
-# h200-explore-s9-fused-const-n.json).
+# vs 3.57. Not yet the plain op: graph-cold 2-3% faster at 256-2048 rows (512x 5.92 vs 6.11, 1024x 10.90 vs 11.19,
+# h200-explore-s9-w8k16k.json) but graph-hot 0-1.7% slower at 16-256 rows (h200-explore-s9-w8k-decode-hot.json,
+# whose one-row figures carry the first-timing bias): a row-count zone for it, measured settled, is open. Not at 4096
+# columns (fused, graph-cold within 1% from 1 to 65536 rows except 1024, 10.61 vs 10.15 us:
+# h200-explore-s9-fused-const-n.json; graph-hot 1x4096 even once settled, h200-explore-s9-order-*.json).
 _TUNED_FUSED: dict[tuple[int, int], dict] = {
     (8192, 2): {"const_n": True},
 }
