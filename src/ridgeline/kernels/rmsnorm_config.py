@@ -313,7 +313,7 @@ THREE_CHUNK_BLOCK = 8192
 #   4.83, 256x 6.48 vs 6.58; two passes 1024x 19.11 vs 20.65, 4096x 65.53 vs 68.79. Fused, one pass hoisted: 1x 3.41
 #   vs 3.34, 128x 6.22 vs 6.30, 1024x 34.48 vs 35.26 (two passes 35.64); two passes 4096x 130.84 vs 131.80. Not at
 #   8192 columns: two passes over chunks of 4096 gained 1-2.5% only from 8 rows per SM, and their one pass was
-#   1.5-2.4% slower at 16-256 rows graph-hot (h200-explore-s9-w8k{16k,-decode-hot}.json; that record's one-row
+#   1.2-2.2% slower at 16-256 rows graph-hot (h200-explore-s9-w8k{16k,-decode-hot}.json; that record's one-row
 #   figures came first in their process and carry the first-timing bias, see harness/timing.py).
 TWO_CHUNK_COLUMNS = 16384
 TWO_CHUNK_TWO_PASS_ROWS_PER_SM = {False: 2, True: 8}
@@ -344,7 +344,7 @@ def chunked_candidates(n: int) -> list[LaunchConfig]:
     """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
     pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
     script two chunks of 4096 at 8192 columns (16 warps; two passes over them were 1-2.5% faster than the one block
-    from 8 rows per SM, one pass 1.5-2.4% slower at 16-256 rows: h200-explore-s9-w8k16k.json) and two of 2048 at
+    from 8 rows per SM, one pass 1.2-2.2% slower at 16-256 rows: h200-explore-s9-w8k16k.json) and two of 2048 at
     4096 (8 warps; two passes over them were 2.3-3% faster from 16384 rows, and the fused op's one pass, not
     hoisted, 6-10% slower at one row: h200-explore-s9-w4k-*.json, h200-explore-s9-order-*.json)."""
     shipped = chunked_config(n)
