@@ -207,3 +207,24 @@ def test_the_first_graph_timings_in_a_process_are_discarded(monkeypatch):
     timing.time_graph([lambda: None], 0.05, regime="graph-cold")
     assert calls[-1] == 0.05 and len(calls) == timing.SETTLE_GRAPH_TIMINGS + 2
     assert timing.SETTLE_GRAPH_TIMINGS >= 2  # (the H200 measured two fast timings before the steady ones)
+
+
+def test_a_settle_timing_that_fails_is_not_counted(monkeypatch):
+    """A discarded timing that raises (capture failure, OOM: the bench records it and goes on) leaves the process
+    unsettled, so the next call settles in full before its kept timing."""
+    from ridgeline.harness import timing
+
+    calls = []
+
+    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls):
+        calls.append(budget_s)
+        if len(calls) == 1:
+            raise RuntimeError("capture failed")
+        return timing.Timing(regime, [1.0], 1.0, 0.0, 1, True)
+
+    monkeypatch.setattr(timing, "_time_graph_once", fake_once)
+    monkeypatch.setattr(timing, "_graph_timings_run", 0)
+    with pytest.raises(RuntimeError, match="capture failed"):
+        timing.time_graph([lambda: None], 0.3, regime="graph-hot")
+    timing.time_graph([lambda: None], 0.3, regime="graph-hot")
+    assert calls == [timing.SETTLE_BUDGET_S] * (1 + timing.SETTLE_GRAPH_TIMINGS) + [0.3]

@@ -167,7 +167,7 @@ def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
 
     script = Path(__file__).resolve().parent.parent / "scripts" / "compile_configs.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "16384", "20000",
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "8192", "16384", "20000",
                           "24576", "40000", "65536", "--check-layouts"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
@@ -353,9 +353,9 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
     summed elementwise: the same bits). Rows of 16K-24K columns: three chunks of 8192 and 16 warps, one pass, the
     weight after the reduction beyond one row per SM. fp32 rows, FP8 epilogues and rows off 16 bytes keep what
     they had (pieces or two passes); a weight wider than x loads after the reduction."""
-    from ridgeline.kernels.rmsnorm_config import TWO_PASS_ROWS_PER_SM, config_for, two_pass_config
+    from ridgeline.kernels.rmsnorm_config import TWO_PASS_ROWS_PER_SM, _sm_count_hint, config_for, two_pass_config
 
-    bf16, sms = torch.bfloat16, 132
+    bf16, sms = torch.bfloat16, _sm_count_hint()
     for n in (24576, 32768):
         for fused in (False, True):
             one = [config_for(n, bf16, m, fused) for m in (1, TWO_PASS_ROWS_PER_SM * sms)]
@@ -371,10 +371,10 @@ def test_rows_of_16k_to_32k_columns_take_one_pass_or_two_chunks():
         assert wide.single_pass and wide.chunk_sum and not wide.weight_first
         assert config_for(n, torch.float32, 8) == two_pass_config(False)
     for n in (16392, 16896, 20000, 24568):
-        cfgs = [config_for(n, bf16, m, fused) for m in (1, 132, 133, 4096) for fused in (False, True)]
+        cfgs = [config_for(n, bf16, m, fused) for m in (1, sms, sms + 1, 4096) for fused in (False, True)]
         assert {(c.single_pass, c.chunk_sum, c.block_n, c.piece_b, c.piece_c, c.num_warps, c.const_n)
                 for c in cfgs} == {(True, True, 8192, 8192, 8192, 16, True)}, n
-        assert config_for(n, bf16, 132).weight_first and not config_for(n, bf16, 133).weight_first
+        assert config_for(n, bf16, sms).weight_first and not config_for(n, bf16, sms + 1).weight_first
         assert config_for(n, bf16, 4096, weight_dtype=torch.float32).chunk_sum
         assert not config_for(n, bf16, 8, quant=2).single_pass and not config_for(n, bf16, 8, quant=1).single_pass
     unaligned = config_for(20001, bf16, 4096)  # (rows off 16 bytes: pieces, as before)
@@ -390,9 +390,14 @@ def test_rows_of_16384_columns_take_two_chunks_of_8192_one_pass_or_two_by_row_co
     """16-bit rows of 16384 columns: two chunks of 8192 over 16 warps, the hidden size compiled in, one pass (weight
     first) up to 2 rows per SM for the plain op and 8 for the fused one (hoisted), two passes beyond; the FP8
     epilogues keep the one block of 16384 (their joint max sums piece by piece), and fp32 rows their one block."""
-    from ridgeline.kernels.rmsnorm_config import TWO_CHUNK_TWO_PASS_ROWS_PER_SM, config_for, register_config
+    from ridgeline.kernels.rmsnorm_config import (
+        TWO_CHUNK_TWO_PASS_ROWS_PER_SM,
+        _sm_count_hint,
+        config_for,
+        register_config,
+    )
 
-    sms = 132
+    sms = _sm_count_hint()
     for dtype in (torch.bfloat16, torch.float16):
         for fused in (False, True):
             last = TWO_CHUNK_TWO_PASS_ROWS_PER_SM[fused] * sms
@@ -426,7 +431,10 @@ def test_the_fused_op_hoists_the_loads_of_16_bit_pieces_only():
             assert not config_for(n, bf16, m).hoist_loads, (n, m)
             assert not config_for(n, bf16, m, fused=True, quant=2).hoist_loads, (n, m)
             assert not config_for(n, bf16, m, fused=True, quant=1).hoist_loads, (n, m)
-        assert not config_for(n, torch.float32, 4096, fused=True).hoist_loads, n
+    for n in (4100, 5120, 5125, 12000):  # (fp32 rows of pieces, one pass: 12000 = 8192 + 2048 + 2048)
+        cfg = config_for(n, torch.float32, 4096, fused=True)
+        assert cfg.single_pass and cfg.piece_b and not cfg.hoist_loads, n
+        assert not config_for(n, bf16, 1, fused=True, weight_dtype=torch.float32).hoist_loads, n  # (fp32 weight)
     for n in (4096, 7168, 8192):
         assert not config_for(n, bf16, 4096, fused=True).hoist_loads, n
 

@@ -101,10 +101,12 @@ class LaunchConfig:
     two_pass_zone: tuple[int, int] = (0, 0)
     # Fused op, one pass over pieces: every piece's x and residual loaded before the first residual_out store (piece
     # by piece, a later piece's loads wait for the earlier store: the compiler cannot prove the tensors apart).
-    # Changes no bit (the same additions, stores and sums). `launch_config` sets it for the fused op's pieces and
-    # chunks: graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896 69.42 vs
-    # 70.48, 4096x4100 34.78 vs 35.97, 4096x5125 50.52 vs 51.85, 4096x5120 41.85 vs 42.51, 1024x5120 11.73 vs 11.86
-    # (and 1x5120 2.28 vs 2.69, h200-explore-s8-hoist-fused.json). Not with FP8 epilogues (not measured there).
+    # Changes no bit (the same additions, stores and sums). `launch_config` sets it for the fused op's 16-bit pieces
+    # and its chunks of 8192 (16384-24568 columns; not the two chunks of 16384 from 24576, not measured there), with
+    # a 16-bit weight: graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896
+    # 69.42 vs 70.48, 4096x4100 34.78 vs 35.97, 4096x5125 50.52 vs 51.85, 4096x5120 41.85 vs 42.51, 1024x5120 11.73
+    # vs 11.86 (and 1x5120 2.28 vs 2.69, h200-explore-s8-hoist-fused.json). Not with FP8 epilogues (not measured
+    # there).
     hoist_loads: bool = False
 
     def __post_init__(self) -> None:
@@ -324,8 +326,8 @@ def chunked_config(n: int, fused: bool = False) -> LaunchConfig | None:
     two chunks of 16384 over 32 warps from 24576 columns (one pass up to TWO_PASS_ROWS_PER_SM rows per SM, its
     two-pass twin `two_pass_of` beyond), three chunks of 8192 over 16 warps below (one pass, the weight after the
     reduction beyond one row per SM), two chunks of 8192 over 16 warps at 16384 (one pass, then two passes beyond
-    TWO_CHUNK_TWO_PASS_ROWS_PER_SM). The same layout for both ops; the fused op's one pass loads every chunk before
-    its first store (`hoist_loads`)."""
+    TWO_CHUNK_TWO_PASS_ROWS_PER_SM). The same layout for both ops; the fused op's one pass over chunks of 8192 loads
+    every chunk before its first store (`hoist_loads`; not measured on the chunks of 16384)."""
     if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
         return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
                             chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
@@ -475,10 +477,10 @@ def _split_weight_first(cfg: LaunchConfig) -> LaunchConfig:
 
 @functools.lru_cache(maxsize=256)
 def _wide_weight(cfg: LaunchConfig, first: bool) -> LaunchConfig:
-    # (The fused op's const_n at 8192 columns was measured with a 16-bit weight only: not taken here. Chunked rows
-    # keep theirs, which their two-pass twins share.)
+    # (The fused op's const_n at 8192 columns and its hoisted loads were measured with a 16-bit weight only: not taken
+    # here. Chunked rows keep their const_n, which their two-pass twins share.)
     return dataclasses.replace(cfg, weight_first=first, max_registers=0, lean_zone=(0, 0), lean_max_registers=0,
-                               stream_zone=(0, 0), const_n=cfg.const_n and cfg.chunk_sum)
+                               stream_zone=(0, 0), const_n=cfg.const_n and cfg.chunk_sum, hoist_loads=False)
 
 
 @functools.lru_cache(maxsize=256)
