@@ -31,12 +31,17 @@ def test_more_than_2_31_elements(op):
     assert r.passed, r.reasons
 
 
+@pytest.mark.parametrize("weight_like_x", [False, True])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("shape", [(4096, 4100), (1024, 5125), (64, 65536), (3, 100000), (256, 8192)])
-def test_residual_out_is_exactly_the_rounded_sum(dtype, shape):
+@pytest.mark.parametrize("shape", [(4096, 4100), (1024, 5125), (64, 65536), (3, 100000), (256, 8192), (1, 8192),
+                                   (4096, 8192), (4096, 5120), (600, 16384), (1100, 16384), (200, 20000)])
+def test_residual_out_is_exactly_the_rounded_sum(dtype, shape, weight_like_x):
+    """And the fused op's out is the plain op's bits on residual_out, where the two launch different knobs (the fused
+    op's 8192-column block has N compiled in, its pieces and chunks hoist their loads, its two-pass zone at 16384
+    columns starts later) or the same."""
     x = torch.randn(shape, device="cuda", dtype=dtype)
     r = torch.randn(shape, device="cuda", dtype=dtype)
-    w = torch.randn(shape[-1], device="cuda")
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype if weight_like_x else torch.float32)
     out, res = fused_add_rms_norm(x, r, w)
     assert torch.equal(res, x + r)  # torch adds 16-bit floats in fp32 and rounds to nearest even, as we do
     assert torch.equal(out, rms_norm(res, w))
