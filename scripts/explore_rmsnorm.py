@@ -122,8 +122,8 @@ def main() -> None:
                          "also the second pass reversed), with the hidden size compiled in (const_n), and rows read "
                          "as equal chunks summed elementwise in one pass or two (chunked_candidates)")
     ap.add_argument("--hoist", action="store_true",
-                    help="also every one-pass candidate over pieces with every piece's loads before the first store "
-                         "(hoist_loads: the fused op)")
+                    help="also every one-pass candidate over pieces, or with the weight first, with every load before "
+                         "the first store (hoist_loads: the fused op)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
     ap.add_argument("--reverse", action="store_true",
@@ -211,7 +211,8 @@ def main() -> None:
                 for chunk, warps in ((16384, 32), (8192, 16), (4096, 16), (2048, 8), (2048, 16)) if chunk < n
                 for rev in ((False, True) if args.fused else (False,))]
         if args.hoist:
-            cands = cands + [dataclasses.replace(c, hoist_loads=True) for c in cands if c.single_pass and c.piece_b]
+            cands = cands + [dataclasses.replace(c, hoist_loads=True) for c in cands
+                             if c.single_pass and not c.hoist_loads and (c.piece_b or c.weight_first)]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
         cands = list(dict.fromkeys(cands))

@@ -78,6 +78,10 @@ def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
                   {"hoist_loads": True, "weight_first": True, "stream_hints": True}):
         other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
+    block = run(LaunchConfig(128, True, 2), x, w, r)  # (one masked block: hoisting moves the weight's load up)
+    for knobs in ({"hoist_loads": True}, {"hoist_loads": True, "weight_first": True}, {"weight_first": True}):
+        other = run(LaunchConfig(128, True, 2, **knobs), x, w, r)
+        assert all(torch.equal(a, b) for a, b in zip(block, other) if a is not None), knobs
     wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
         {}, {"reverse_pass2": True}, {"l2_hints": True}, {"programs_per_sm": 2, "reverse_pass2": True},
         {"unroll": 2}, {"unroll": 4, "reverse_pass2": True}, {"l2_hints": True, "unroll": 2},

@@ -6,6 +6,11 @@
 #     rows graph-hot and 1-65536 rows graph-cold: if the hoisted one pass holds the one block's speed at few rows, a
 #     rule per op (one pass at few rows, two passes beyond) would take the 2-3% the two passes win at 16384x4096,
 #     65536x4096, 4096x8192, 16384x8192, where we trail the best peer by 1-3%;
+#     The same explores time the fused op's one block with its weight loaded before the residual_out store
+#     (hoist_loads on one block, new at the end of session 9): compiled for sm_90, the shipped fused 4096 and 8192
+#     blocks issue the weight's loads only after that store (SASS: LDG at 126/130 after STG at 122/123 at 4096);
+#     hoisted, before it (59/71, first store at 101), same registers. Prediction: 0.1-0.3 us off the fused op at
+#     decode rows (1x4096 1.65 us now, the plain op 1.51), nothing at large M.
 # (2) the plain op's 8192 with N compiled in (2-3% faster graph-cold at 256-2048 rows in session 9), decode rows settled;
 # (3) the fp32-weight decode table and the FP8 decode sets, whose 1x4096 figures were taken first in their process.
 # ~9 minutes of device time (split it in two calls); then the rules, both sweeps and both decode sets again.

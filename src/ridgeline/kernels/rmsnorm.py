@@ -226,23 +226,29 @@ def _norm_row(
         B_OFF: tl.constexpr = BLOCK_N
         C_OFF: tl.constexpr = BLOCK_N + PIECE_B
         W_EARLY: tl.constexpr = HAS_WEIGHT and WEIGHT_FIRST
-        if HOIST_LOADS and HAS_RESIDUAL and PIECE_B > 0:
-            # Every piece's x and residual loaded before the first residual_out store: the compiler cannot move
-            # a later piece's loads above a store (the tensors may alias), so piece by piece they wait for it.
-            xa, ra = _load_pair(x_row, r_row, 0, N, BLOCK_N, False, True, STREAM_HINTS)
-            xb, rb = _load_pair(x_row, r_row, B_OFF, N, PIECE_B, PIECE_C == 0, True, STREAM_HINTS)
+        if HOIST_LOADS and HAS_RESIDUAL:
+            # Every piece's x and residual, and the weight when it comes first, loaded before the first residual_out
+            # store: the compiler cannot move a load above a store (the tensors may alias), so piece by piece the
+            # later loads wait for it (with one block, the weight's).
+            xa, ra = _load_pair(x_row, r_row, 0, N, BLOCK_N, PIECE_B == 0, True, STREAM_HINTS)
+            if PIECE_B > 0:
+                xb, rb = _load_pair(x_row, r_row, B_OFF, N, PIECE_B, PIECE_C == 0, True, STREAM_HINTS)
             if PIECE_C > 0:
                 xc, rc = _load_pair(x_row, r_row, C_OFF, N, PIECE_C, True, True, STREAM_HINTS)
-            wa, wb = xa, xb
+            wa = xa
             if W_EARLY:
-                wa = _load_weight(W, 0, N, BLOCK_N, False, STREAM_HINTS)
-                wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS)
+                wa = _load_weight(W, 0, N, BLOCK_N, PIECE_B == 0, STREAM_HINTS)
+            if PIECE_B > 0:
+                wb = xb
+                if W_EARLY:
+                    wb = _load_weight(W, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS)
             if PIECE_C > 0:
                 wc = xc
                 if W_EARLY:
                     wc = _load_weight(W, C_OFF, N, PIECE_C, True, STREAM_HINTS)
-            xa = _add_residual(xa, ra, ro_row, 0, N, BLOCK_N, False, STREAM_HINTS, EMULATE_RNE)
-            xb = _add_residual(xb, rb, ro_row, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS, EMULATE_RNE)
+            xa = _add_residual(xa, ra, ro_row, 0, N, BLOCK_N, PIECE_B == 0, STREAM_HINTS, EMULATE_RNE)
+            if PIECE_B > 0:
+                xb = _add_residual(xb, rb, ro_row, B_OFF, N, PIECE_B, PIECE_C == 0, STREAM_HINTS, EMULATE_RNE)
             if PIECE_C > 0:
                 xc = _add_residual(xc, rc, ro_row, C_OFF, N, PIECE_C, True, STREAM_HINTS, EMULATE_RNE)
         else:
@@ -548,7 +554,7 @@ def kernel_constexprs(
             "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
             "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0,
             "CHUNK_SUM": cfg.chunk_sum and cfg.single_pass,
-            "HOIST_LOADS": cfg.hoist_loads and cfg.single_pass and has_residual and cfg.piece_b > 0}
+            "HOIST_LOADS": cfg.hoist_loads and cfg.single_pass and has_residual}
 
 
 _LAUNCHER = CachedLauncher(_rms_norm_kernel)

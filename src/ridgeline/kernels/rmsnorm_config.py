@@ -99,8 +99,9 @@ class LaunchConfig:
     chunk_sum: bool = False
     # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
     two_pass_zone: tuple[int, int] = (0, 0)
-    # Fused op, one pass over pieces: every piece's x and residual loaded before the first residual_out store (piece
-    # by piece, a later piece's loads wait for the earlier store: the compiler cannot prove the tensors apart).
+    # Fused op, one pass: every piece's x and residual (and the weight, when first) loaded before the first
+    # residual_out store (piece by piece, a later load waits for the earlier store: the compiler cannot prove the
+    # tensors apart; with one block, the weight's load waits for it). Not set on one block by any rule (not measured).
     # Changes no bit (the same additions, stores and sums). `launch_config` sets it for the fused op's 16-bit pieces
     # and its chunks of 8192 (16384-24568 columns; not the two chunks of 16384 from 24576, not measured there), with
     # a 16-bit weight: graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896
