@@ -25,6 +25,7 @@ for f in "" "--fused"; do
   timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-w8k-decode-hot$f.json --shapes w8k-decode --const-n --hoist $f --regime graph-hot --budget 0.05 2>&1 | tail -5
   timeout 90 python3 scripts/explore_rmsnorm.py $OUT/explore-w8k-rows$f.json --shapes w8k-rows --const-n --hoist $f --budget 0.1 2>&1 | tail -10
 done
+timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-w7k-rows-fused.json --shapes w7k-rows --hoist --fused --budget 0.1 2>&1 | tail -7
 timeout 70 ridgeline bench rmsnorm --impl ridgeline --impl liger --impl torch-compile --shapes 1x4096,16x4096,128x4096,256x4096,1x8192,16x8192,128x8192,256x8192 --variant "" --variant w-fp32 --regime graph-hot --budget 0.2 --json $OUT/bench_rmsnorm_wfp32_decode.json > $OUT/wfp32.log 2>&1; echo "wfp32 decode rc=$?"
 for op in rmsnorm_fp8 rmsnorm_dynamic_quant; do
   timeout 60 ridgeline bench $op --impl ridgeline --impl torch-compile --shapes decode --regime graph-hot --budget 0.1 --json $OUT/bench_${op}_decode.json > $OUT/$op.log 2>&1; echo "$op decode rc=$?"
