@@ -19,6 +19,8 @@ set -o pipefail
 # (0) every GPU-marked test: session 9's last code changes (a failed settle timing not counted, no hoisted loads with a
 #     wider weight, the fused-equals-plain test at 8192/16384/20000) did not run on the GPU.
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee $OUT/pytest-gpu.log | tail -3
+#     and the bit tests of the knobs on the GPU (hoist_loads on one block is new)
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_rmsnorm_configs.py -k "knobs or chunk_sum" 2>&1 | tee $OUT/pytest-knobs.log | tail -2
 for f in "" "--fused"; do
   timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-w4k-decode-hot$f.json --shapes w4k-decode --const-n --hoist $f --regime graph-hot --budget 0.05 2>&1 | tail -5
   timeout 90 python3 scripts/explore_rmsnorm.py $OUT/explore-w4k-rows$f.json --shapes w4k-rows --const-n --hoist $f --budget 0.1 2>&1 | tail -10
