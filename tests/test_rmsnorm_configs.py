@@ -111,7 +111,8 @@ def test_candidates_fit_the_row_and_include_the_default(n):
     cands = candidate_configs(n)
     # (the tuned knobs of a default are set on top of a swept config)
     untuned = dataclasses.replace(launch_config(n, torch.bfloat16), max_registers=0, lean_zone=(0, 0),
-                                  lean_max_registers=0, stream_zone=(0, 0), two_pass_zone=(0, 0))
+                                  lean_max_registers=0, stream_zone=(0, 0), two_pass_zone=(0, 0),
+                                  const_n_zone=(0, 0))
     assert untuned in cands or n < 128  # tiny rows: the default is below the sweep
     for cfg in cands:
         if cfg.single_pass:
@@ -284,7 +285,7 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
         assert config_for(n, torch.float16, 32 * sms).stream_hints, n
         assert not config_for(n, bf16, 8 * sms).stream_hints, n
         assert not config_for(n, bf16, 32 * sms + 1).stream_hints, n
-        assert not config_for(n, bf16, 4096, fused=True).stream_hints, n
+        assert config_for(n, bf16, 4096, fused=True).stream_hints == (n == 4096), n  # (the chunks of 2048)
         assert not config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints, n
         for quant in (1, 2):
             assert not config_for(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
@@ -443,22 +444,53 @@ def test_the_fused_op_hoists_the_loads_of_16_bit_pieces_only():
         assert not config_for(n, bf16, 4096, fused=True).hoist_loads, n
 
 
-def test_the_fused_op_compiles_in_a_hidden_size_of_8192_only():
-    """const_n (measured faster for the fused op's one block of 8192 16-bit columns at every row count): not the plain
-    op (no gain measured), not 4096 columns, not the FP8 epilogues or an fp32 weight (not measured)."""
-    from ridgeline.kernels.rmsnorm_config import config_for
+def test_the_one_block_of_8192_columns_compiles_in_its_hidden_size_where_measured_faster():
+    """const_n on the one block of 8192 16-bit columns: the fused op at every row count, the plain op from 2 rows per
+    SM (graph-hot below, it cost 0.02-0.08 us); not the FP8 epilogues or an fp32 weight (not measured)."""
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for
 
+    sms = _sm_count_hint()
     for dtype in (torch.bfloat16, torch.float16):
-        for m in (1, 16, 1024, 100000):
+        for m in (1, 16, 2 * sms, 2 * sms + 1, 1024, 100000):
             fused = config_for(8192, dtype, m, fused=True)
             assert fused.const_n and fused.max_registers == 32 and fused.block_n == 8192, m
             plain = config_for(8192, dtype, m)
+            assert plain.const_n == (m > 2 * sms), m
             assert dataclasses.replace(plain, const_n=True) == fused  # (otherwise the same launch)
-            assert not config_for(4096, dtype, m, fused=True).const_n
             for quant in (1, 2):
                 assert not config_for(8192, dtype, m, fused=True, quant=quant).const_n
             assert not config_for(8192, dtype, m, fused=True, weight_dtype=torch.float32).const_n
+            assert not config_for(8192, dtype, m, weight_dtype=torch.float32).const_n
     assert not config_for(8192, torch.float32, 4, fused=True).const_n
+    assert not config_for(8192, torch.float32, 100000).const_n
+
+
+def test_rows_of_4096_columns_follow_the_measured_zones():
+    """4096 16-bit columns: two chunks of 2048 over 8 warps for both ops and every row count (one pass up to 32 rows
+    per SM, two beyond: the same bits); the weight first up to 6 rows per SM, after it to 8, stream hints from 8 to 32;
+    the hidden size compiled in for the fused op and for the plain one from 6 rows per SM; the fused op's loads
+    hoisted up to 8 rows per SM. fp32 rows and the FP8 epilogues keep the one block."""
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for, register_config, two_pass_of
+
+    sms = _sm_count_hint()
+    for dtype in (torch.bfloat16, torch.float16):
+        for fused in (False, True):
+            layout = launch_config(4096, dtype, fused)
+            assert (layout.block_n, layout.piece_b, layout.num_warps, layout.chunk_sum) == (2048, 2048, 8, True)
+            expect = {1: (True, fused, fused, False), 6 * sms: (True, fused, fused, False),
+                      6 * sms + 1: (False, True, fused, False), 8 * sms: (False, True, fused, False),
+                      8 * sms + 1: (True, True, False, True), 32 * sms: (True, True, False, True)}
+            for m, (first, const_n, hoist, stream) in expect.items():
+                cfg = config_for(4096, dtype, m, fused)
+                assert cfg.single_pass and (cfg.block_n, cfg.piece_b, cfg.num_warps) == (2048, 2048, 8), (m, fused)
+                assert (cfg.weight_first, cfg.const_n, cfg.hoist_loads, cfg.stream_hints) == (
+                    first, const_n, hoist, stream), (m, fused)
+            for m in (32 * sms + 1, 100000):
+                assert config_for(4096, dtype, m, fused) == two_pass_of(layout), (m, fused)
+            for quant in (1, 2):
+                assert config_for(4096, dtype, 100000, fused, quant=quant).block_n == 4096
+    assert config_for(4096, torch.float32, 100000) == register_config(4096, torch.float32)
+    assert not config_for(4096, torch.bfloat16, 100000, weight_dtype=torch.float32).stream_hints
 
 
 @pytest.mark.parametrize("n", [16384, 16392, 24568, 24576])
@@ -526,6 +558,26 @@ def test_rows_of_16k_to_32k_columns_are_batch_invariant_across_the_two_pass_zone
     out, res = fused_add_rms_norm(x, r, w)
     assert torch.equal(out, rms_norm(res, w))
     assert torch.equal(fused_add_rms_norm(x[5:6], r[5:6], w)[0], out[5:6])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rows_of_4096_columns_are_batch_invariant_across_their_zones(dtype):
+    """Through the public ops on the GPU: 700 rows (the weight first), 1000 (lean), 2000 (stream hints) and 5000 (two
+    passes) give each row the bits it gets alone (one pass, weight first), and the fused op's out equals the plain op
+    on its residual_out."""
+    from ridgeline import fused_add_rms_norm, rms_norm
+
+    w = rand(4096, dtype=dtype)
+    for m in (700, 1000, 2000, 5000):
+        x, r = rand(m, 4096, dtype=dtype), rand(m, 4096, dtype=dtype)
+        full = rms_norm(x, w)
+        assert_close(full, ref_rms(x, w), dtype)
+        for i in (0, 137, m - 1):
+            assert torch.equal(rms_norm(x[i:i + 1], w), full[i:i + 1]), (m, i)
+        out, res = fused_add_rms_norm(x, r, w)
+        assert torch.equal(out, rms_norm(res, w)), m
+        assert torch.equal(fused_add_rms_norm(x[5:6], r[5:6], w)[0], out[5:6]), m
 
 
 def _ptx_for_sm90(loop: str) -> list[str]:

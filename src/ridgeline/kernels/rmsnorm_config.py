@@ -99,6 +99,8 @@ class LaunchConfig:
     chunk_sum: bool = False
     # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
     two_pass_zone: tuple[int, int] = (0, 0)
+    # Rows per SM (lo, hi] where `config_for` compiles the hidden size in (const_n), on top of the other zones.
+    const_n_zone: tuple[int, int] = (0, 0)
     # Fused op, one pass: every piece's x and residual (and the weight, when first) loaded before the first
     # residual_out store (piece by piece, a later load waits for the earlier store: the compiler cannot prove the
     # tensors apart; with one block, the weight's load waits for it). Not set on one block by any rule (not measured).
@@ -237,6 +239,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
     - Rows up to 64 KB (32768 16-bit columns) stay in registers (one pass), loaded with the weight before the
       reduction, one program per row without a loop. Rows whose power-of-two block would leave over a quarter
       of the lanes idle are split into power-of-two pieces (5120 = 4096 + 1024, 5125 = 4096 + 1024 + 128).
+    - 16-bit rows of 4096 columns: two chunks of 2048 over 8 warps, summed in the two-pass order (one pass for few
+      rows, two for many: the same bits).
     - 16-bit rows of 16K-32K columns (multiples of 16 bytes): equal chunks (two of 8192 over 16 warps at 16384
       columns, three of 8192 over 16 warps above, from 24576 columns two of 16384 over 32 warps), the hidden size
       compiled in, summed in the two-pass kernel's order, so `config_for` may read them in one pass (few rows) or
@@ -320,15 +324,31 @@ THREE_CHUNK_BLOCK = 8192
 #   figures came first in their process and carry the first-timing bias, see harness/timing.py).
 TWO_CHUNK_COLUMNS = 16384
 TWO_CHUNK_TWO_PASS_ROWS_PER_SM = {False: 2, True: 8}
+# - 4096 columns (session 10): two chunks of 2048, 8 warps, for both ops (the same bits in one pass and two). One
+#   pass with the weight first up to 6 rows per SM, after it in the lean zone (6-8 rows per SM, where the weight's
+#   registers would cost a second wave), with stream hints from 8 to 32 (both ops), two passes beyond. Against the
+#   one block of 4096 it replaces, graph-cold (h200-explore-s10-w4k-{rows,mid}*.json): plain 512x 4.05 vs 4.14 us,
+#   2048x 9.87 vs 10.12, 4096x 17.46 vs 17.77, two passes 16384x 65.03 vs 66.54, 65536x 252.30 vs 259.53 (and
+#   cold-eager 67.97 vs 70.62, 253.89 vs 261.07: h200-explore-s10-w4k-large-eager.json); fused 1x 2.27 vs 2.31, 256x
+#   3.93 vs 3.97, 1024x 9.80 vs 10.19, 2048x 17.76 vs 18.60, 4096x 33.40 vs 34.85, two passes 16384x 129.46 vs
+#   133.54, 65536x 509.47 vs 524.26 (cold-eager 510.40 vs 524.13). Decode rows graph-hot (h200-explore-s10-w4k-
+#   decode-hot*.json): plain 1x 1.56 vs 1.53, 16x 1.63 vs 1.61, 256x 2.27 vs 2.28; fused 1x 1.65 both, 256x 2.46 vs
+#   2.57. The plain op's one pass keeps a run-time hidden size below the lean zone (compiled in, 256x 2.36 graph-hot);
+#   the fused op's keeps it everywhere (without it, hoisted, 1x 2.33 graph-cold) and hoists its loads up to 8 rows per
+#   SM (not hoisted, 1x 2.67; hoisted at 16384 rows, 133.41 instead of 129.92).
+HALVES_COLUMNS = 4096
+HALVES_LEAN_ZONE = (6, 8)
+HALVES_TWO_PASS_ROWS_PER_SM = 32
 
 
 def chunked_config(n: int, fused: bool = False) -> LaunchConfig | None:
-    """The chunked layout of a 16-bit row of n columns (a multiple of 16 bytes), or None outside 16K-32K columns:
-    two chunks of 16384 over 32 warps from 24576 columns (one pass up to TWO_PASS_ROWS_PER_SM rows per SM, its
+    """The chunked layout of a 16-bit row of n columns (a multiple of 16 bytes), or None outside 4096 and 16K-32K
+    columns: two chunks of 16384 over 32 warps from 24576 columns (one pass up to TWO_PASS_ROWS_PER_SM rows per SM, its
     two-pass twin `two_pass_of` beyond), three chunks of 8192 over 16 warps below (one pass, the weight after the
     reduction beyond one row per SM), two chunks of 8192 over 16 warps at 16384 (one pass, then two passes beyond
-    TWO_CHUNK_TWO_PASS_ROWS_PER_SM). The same layout for both ops; the fused op's one pass over chunks of 8192 loads
-    every chunk before its first store (`hoist_loads`; not measured on the chunks of 16384)."""
+    TWO_CHUNK_TWO_PASS_ROWS_PER_SM), two chunks of 2048 over 8 warps at 4096 (one pass, two beyond
+    HALVES_TWO_PASS_ROWS_PER_SM). The same layout for both ops; the fused op's one pass over chunks of 2048 and 8192
+    loads every chunk before its first store (`hoist_loads`; not measured on the chunks of 16384)."""
     if CHUNK_SUM_FROM <= n <= 2 * CHUNK_SUM_BLOCK:
         return LaunchConfig(CHUNK_SUM_BLOCK, True, 32, 0, CHUNK_SUM_BLOCK, loop_free=True, weight_first=True,
                             chunk_sum=True, const_n=True, two_pass_zone=(TWO_PASS_ROWS_PER_SM, 1 << 40))
@@ -340,22 +360,29 @@ def chunked_config(n: int, fused: bool = False) -> LaunchConfig | None:
         return LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
                             const_n=True, two_pass_zone=(TWO_CHUNK_TWO_PASS_ROWS_PER_SM[fused], 1 << 40),
                             hoist_loads=fused)
+    if n == HALVES_COLUMNS:
+        # (Plain: the hidden size compiled in from the lean zone on; fused: everywhere, with hoisted loads up to the
+        # stream zone, where `_stream` drops them.)
+        return LaunchConfig(n // 2, True, 8, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
+                            const_n=fused, hoist_loads=fused, lean_zone=HALVES_LEAN_ZONE, stream_zone=STREAM_ZONE,
+                            two_pass_zone=(HALVES_TWO_PASS_ROWS_PER_SM, 1 << 40),
+                            const_n_zone=(0, 0) if fused else (HALVES_LEAN_ZONE[0], 1 << 40))
     return None
 
 
 def chunked_candidates(n: int) -> list[LaunchConfig]:
     """Rows read as equal chunks summed elementwise, one pass (weight first or after) and its two-pass twin (second
-    pass forwards or reversed): the shipped layouts of 16K-32K columns (`chunked_config`), and for the explore
-    script two chunks of 4096 at 8192 columns (16 warps; two passes over them were 1-2.5% faster than the one block
-    from 8 rows per SM, one pass 1.2-2.2% slower at 16-256 rows: h200-explore-s9-w8k16k.json) and two of 2048 at
-    4096 (8 warps; two passes over them were 2.3-3% faster from 16384 rows, and the fused op's one pass, not
-    hoisted, 6-10% slower at one row: h200-explore-s9-w4k-*.json, h200-explore-s9-order-*.json)."""
+    pass forwards or reversed): the shipped layouts (`chunked_config`: 4096 and 16K-32K columns), and for the
+    explore script two chunks of 4096 at 8192 columns (16 warps; settled, graph-cold, two passes over them were
+    0.4-2.8% faster than the one block from 16 rows per SM, but the fused op's one pass 3-6% slower at 1-256 rows
+    graph-hot: h200-explore-s10-w8k-*.json)."""
     shipped = chunked_config(n)
     if shipped is not None:
-        one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0))
-    elif n in (4096, 8192):
-        one = LaunchConfig(n // 2, True, 16 if n == 8192 else 8, 0, n // 2, loop_free=True, weight_first=True,
-                           chunk_sum=True, const_n=True)
+        one = dataclasses.replace(shipped, two_pass_zone=(0, 0), lean_zone=(0, 0), stream_zone=(0, 0),
+                                  const_n_zone=(0, 0), const_n=True)
+    elif n == 8192:
+        one = LaunchConfig(n // 2, True, 16, 0, n // 2, loop_free=True, weight_first=True, chunk_sum=True,
+                           const_n=True)
     else:
         return []
     two = two_pass_of(one)
@@ -411,17 +438,18 @@ JOINT_MAX_ROWS_PER_SM = 16
 _TUNED: dict[tuple[int, int], dict] = {
     (4096, 2): {"lean_zone": (6, 8)},
     (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
-    (8192, 2): {"max_registers": 32},
+    (8192, 2): {"max_registers": 32, "const_n_zone": (2, 1 << 40)},
 }
 # The fused op's one block of 8192 16-bit columns with the hidden size compiled in (const_n: masks fold away; no bit
 # changes since session 8's host-side 1/N). Graph-cold on the H200 (h200-explore-s9-w8k-rows-fused.json): faster at
 # every row count, 1x 2.57 vs 2.62 us, 128x 4.09 vs 4.29, 256x 5.69 vs 6.03, 1024x 17.92 vs 18.92, 4096x 66.63 vs
 # 67.38; graph-hot at decode rows (h200-explore-s9-decode-fused-hot.json) 1x 2.12 both, 16x 2.18 vs 2.26, 256x 3.50
-# vs 3.57. Not yet the plain op: graph-cold 2-3% faster at 256-2048 rows (512x 5.92 vs 6.11, 1024x 10.90 vs 11.19,
-# h200-explore-s9-w8k16k.json) but graph-hot 0-1.7% slower at 16-256 rows (h200-explore-s9-w8k-decode-hot.json,
-# whose one-row figures carry the first-timing bias): a row-count zone for it, measured settled, is open. Not at 4096
-# columns (fused, graph-cold within 1% from 1 to 65536 rows except 1024, 10.61 vs 10.15 us:
-# h200-explore-s9-fused-const-n.json; graph-hot 1x4096 even once settled, h200-explore-s9-order-*.json).
+# vs 3.57. The plain op's one block of 8192 has it from 2 rows per SM (session 10, settled, graph-cold,
+# h200-explore-s10-w8k-rows.json: 512x 5.92 vs 6.10 us, 1024x 10.91 vs 11.18, 2048x 18.46 vs 18.81, 4096x 34.67 vs
+# 34.76; below, graph-hot, it cost 0.02-0.08 us, 1x 1.97 vs 1.91, 256x 3.05 vs 2.97: h200-explore-s10-w8k-decode-
+# hot.json). The fused op's one block keeps it at every row count. (Two chunks of 4096 at 8192 columns, the
+# 4096-column rule's layout, gained 0-2.8% from 16 rows per SM for both ops but cost the fused op 3-6% at decode
+# rows graph-hot, 1x 2.19 vs 2.11, 16x 2.30 vs 2.17: not taken.)
 _TUNED_FUSED: dict[tuple[int, int], dict] = {
     (8192, 2): {"const_n": True},
 }
@@ -462,6 +490,9 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     lo, hi = cfg.two_pass_zone
     if hi and lo * sms < m <= hi * sms:
         return two_pass_of(cfg)
+    lo, hi = cfg.const_n_zone
+    if hi and lo * sms < m <= hi * sms:
+        cfg = _const_n(cfg)
     lo, hi = cfg.lean_zone
     if hi and lo * sms < m <= hi * sms:
         return _lean(cfg)
@@ -507,7 +538,14 @@ def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
 
 @functools.lru_cache(maxsize=256)
 def _stream(cfg: LaunchConfig) -> LaunchConfig:
-    return dataclasses.replace(cfg, stream_hints=True)
+    # (Without hoisted loads: the fused op's chunks of 2048 were measured with stream hints unhoisted, and hoisted
+    # they lost 1-3% from 31 rows per SM, h200-explore-s10-w4k-rows-fused.json.)
+    return dataclasses.replace(cfg, stream_hints=True, hoist_loads=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _const_n(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, const_n=True)
 
 
 @functools.lru_cache(maxsize=256)
