@@ -286,7 +286,7 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
         assert not config_for(n, bf16, 8 * sms).stream_hints, n
         assert not config_for(n, bf16, 32 * sms + 1).stream_hints, n
         assert config_for(n, bf16, 4096, fused=True).stream_hints == (n == 4096), n  # (the chunks of 2048)
-        assert not config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints, n
+        assert config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints == (n == 4096), n
         for quant in (1, 2):
             assert not config_for(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
     for n in (2048, 4095, 5125, 7168, 8192, 16384):
@@ -490,7 +490,13 @@ def test_rows_of_4096_columns_follow_the_measured_zones():
             for quant in (1, 2):
                 assert config_for(4096, dtype, 100000, fused, quant=quant).block_n == 4096
     assert config_for(4096, torch.float32, 100000) == register_config(4096, torch.float32)
-    assert not config_for(4096, torch.bfloat16, 100000, weight_dtype=torch.float32).stream_hints
+    # An fp32 weight: the same zones of stream hints and two passes (the weight after the reduction from 2 rows per SM)
+    wide = {m: config_for(4096, torch.bfloat16, m, weight_dtype=torch.float32) for m in (1, 7 * sms, 9 * sms, 40 * sms)}
+    assert wide[1].weight_first and not wide[1].stream_hints and wide[1].chunk_sum
+    assert not wide[7 * sms].weight_first and not wide[7 * sms].stream_hints
+    assert wide[9 * sms].stream_hints and not wide[9 * sms].weight_first and wide[9 * sms].max_registers == 0
+    assert not wide[40 * sms].single_pass and wide[40 * sms].block_n == 2048
+    assert config_for(16384, torch.bfloat16, 40 * sms, weight_dtype=torch.float32).single_pass
 
 
 @pytest.mark.parametrize("n", [16384, 16392, 24568, 24576])

@@ -486,6 +486,17 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # (h200-bench-rmsnorm-wfp32.json). Uncapped; loaded with x up to two rows per SM (decode: 1.56 instead
         # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
         # after the reduction beyond.
+        # Rows of 4096 columns keep their two-pass and stream zones (graph-cold, plain op, fp32 weight:
+        # h200-explore-s10-wfp32-large.json, 4096x 17.78 vs 19.00 us with stream hints, two passes 16384x 65.59 vs
+        # 67.66, 65536x 251.71 vs 260.86); the chunks of 8192 at 16384 columns lost 1.8% in two passes (1024x 20.94 vs
+        # 20.57), so not there.
+        if n == HALVES_COLUMNS and cfg.chunk_sum:
+            lo, hi = cfg.two_pass_zone
+            if hi and lo * sms < m <= hi * sms:
+                return two_pass_of(cfg)
+            lo, hi = cfg.stream_zone
+            if hi and lo * sms < m <= hi * sms:
+                return _stream(_wide_weight(cfg, False))
         return _wide_weight(cfg, m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS)
     lo, hi = cfg.two_pass_zone
     if hi and lo * sms < m <= hi * sms:
