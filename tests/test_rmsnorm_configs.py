@@ -571,19 +571,19 @@ def test_rows_of_16k_to_32k_columns_are_batch_invariant_across_the_two_pass_zone
 def test_rows_of_4096_columns_are_batch_invariant_across_their_zones(dtype):
     """Through the public ops on the GPU: 700 rows (the weight first), 1000 (lean), 2000 (stream hints) and 5000 (two
     passes) give each row the bits it gets alone (one pass, weight first), and the fused op's out equals the plain op
-    on its residual_out."""
+    on its residual_out; with the weight in x's dtype or in fp32."""
     from ridgeline import fused_add_rms_norm, rms_norm
 
-    w = rand(4096, dtype=dtype)
-    for m in (700, 1000, 2000, 5000):
-        x, r = rand(m, 4096, dtype=dtype), rand(m, 4096, dtype=dtype)
-        full = rms_norm(x, w)
-        assert_close(full, ref_rms(x, w), dtype)
-        for i in (0, 137, m - 1):
-            assert torch.equal(rms_norm(x[i:i + 1], w), full[i:i + 1]), (m, i)
-        out, res = fused_add_rms_norm(x, r, w)
-        assert torch.equal(out, rms_norm(res, w)), m
-        assert torch.equal(fused_add_rms_norm(x[5:6], r[5:6], w)[0], out[5:6]), m
+    for w in (rand(4096, dtype=dtype), rand(4096, dtype=torch.float32)):
+        for m in (700, 1000, 2000, 5000):
+            x, r = rand(m, 4096, dtype=dtype), rand(m, 4096, dtype=dtype)
+            full = rms_norm(x, w)
+            assert_close(full, ref_rms(x, w), dtype)
+            for i in (0, 137, m - 1):
+                assert torch.equal(rms_norm(x[i:i + 1], w), full[i:i + 1]), (m, i, w.dtype)
+            out, res = fused_add_rms_norm(x, r, w)
+            assert torch.equal(out, rms_norm(res, w)), (m, w.dtype)
+            assert torch.equal(fused_add_rms_norm(x[5:6], r[5:6], w)[0], out[5:6]), (m, w.dtype)
 
 
 def _ptx_for_sm90(loop: str) -> list[str]:
