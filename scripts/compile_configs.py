@@ -122,7 +122,8 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
                 (n, split[0][0], False, (True,) * 5, None, has_weight, 0, wdtype),
                 variants(split, has_weight, 0, wdtype))
     # An fp32 weight with bf16 rows: its own layouts (wider weight loads), as invariant.
-    plain = [(config_for(n, bf16, m, fused, weight_dtype=fp32), fused) for m in (1, many) for fused in (False, True)]
+    plain = [(config_for(n, bf16, m, fused, weight_dtype=fp32), fused) for m in (1, 1024, 4096, many)
+             for fused in (False, True)]
     groups["plain+fused fp32 weight"] = ((n, plain[0][0], False, (True,) * 5, None, True, 0, fp32),
                                          variants(plain, True, 0, fp32))
     dyn = [(config_for(n, bf16, m, True, weight_dtype=fp32, quant=2), True) for m in (few, many)]

@@ -423,10 +423,11 @@ def test_rows_of_16384_columns_take_two_chunks_of_8192_one_pass_or_two_by_row_co
 
 
 def test_the_fused_op_hoists_the_loads_of_16_bit_pieces_only():
-    """`hoist_loads` (every piece's loads before the first store): the fused op's 16-bit rows of pieces and chunks;
-    not the plain op (no stores to wait for), not fp32 rows (an fp32 row of 12000 columns took 78 registers instead
-    of 64 for sm_90), not one block, not the FP8 epilogues (not measured)."""
-    from ridgeline.kernels.rmsnorm_config import config_for
+    """`hoist_loads` (every piece's loads before the first store): the fused op's 16-bit rows of pieces and chunks
+    (the chunks of 2048 at 4096 columns up to 8 rows per SM, with an fp32 weight where it is loaded first); not the
+    plain op (no stores to wait for), not fp32 rows (an fp32 row of 12000 columns took 78 registers instead of 64 for
+    sm_90), not one block, not the FP8 epilogues (not measured)."""
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for
 
     bf16 = torch.bfloat16
     for n in (4100, 5120, 5125, 16388, 20000):
@@ -440,13 +441,19 @@ def test_the_fused_op_hoists_the_loads_of_16_bit_pieces_only():
         cfg = config_for(n, torch.float32, 4096, fused=True)
         assert cfg.single_pass and cfg.piece_b and not cfg.hoist_loads, n
         assert not config_for(n, bf16, 1, fused=True, weight_dtype=torch.float32).hoist_loads, n  # (fp32 weight)
-    for n in (4096, 7168, 8192):
+    for n in (7168, 8192):
         assert not config_for(n, bf16, 4096, fused=True).hoist_loads, n
+    sms = _sm_count_hint()
+    for m, hoisted in ((1, True), (8 * sms, True), (8 * sms + 1, False), (4096, False)):
+        assert config_for(4096, bf16, m, fused=True).hoist_loads == hoisted, m
+    for m, hoisted in ((1, True), (2 * sms, True), (2 * sms + 1, False), (9 * sms, False)):  # (fp32 weight)
+        assert config_for(4096, bf16, m, fused=True, weight_dtype=torch.float32).hoist_loads == hoisted, m
+        assert not config_for(4096, bf16, m, weight_dtype=torch.float32).hoist_loads, m
 
 
 def test_the_one_block_of_8192_columns_compiles_in_its_hidden_size_where_measured_faster():
     """const_n on the one block of 8192 16-bit columns: the fused op at every row count, the plain op from 2 rows per
-    SM (graph-hot below, it cost 0.02-0.08 us); not the FP8 epilogues or an fp32 weight (not measured)."""
+    SM (graph-hot below, it cost 0.01-0.08 us); not the FP8 epilogues or an fp32 weight (not measured)."""
     from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for
 
     sms = _sm_count_hint()
@@ -488,7 +495,9 @@ def test_rows_of_4096_columns_follow_the_measured_zones():
             for m in (32 * sms + 1, 100000):
                 assert config_for(4096, dtype, m, fused) == two_pass_of(layout), (m, fused)
             for quant in (1, 2):
-                assert config_for(4096, dtype, 100000, fused, quant=quant).block_n == 4096
+                for m in (1, 7 * sms, 100000):
+                    q = config_for(4096, dtype, m, fused, quant=quant)
+                    assert q.block_n == 4096 and not q.chunk_sum and not q.hoist_loads, (m, fused, quant)
     assert config_for(4096, torch.float32, 100000) == register_config(4096, torch.float32)
     # An fp32 weight: the same zones of stream hints and two passes (the weight after the reduction from 2 rows per SM)
     wide = {m: config_for(4096, torch.bfloat16, m, weight_dtype=torch.float32) for m in (1, 7 * sms, 9 * sms, 40 * sms)}
@@ -497,6 +506,11 @@ def test_rows_of_4096_columns_follow_the_measured_zones():
     assert wide[9 * sms].stream_hints and not wide[9 * sms].weight_first and wide[9 * sms].max_registers == 0
     assert not wide[40 * sms].single_pass and wide[40 * sms].block_n == 2048
     assert config_for(16384, torch.bfloat16, 40 * sms, weight_dtype=torch.float32).single_pass
+    assert not wide[9 * sms].const_n  # (the plain op's: as measured, N at run time)
+    fused = {m: config_for(4096, torch.bfloat16, m, True, weight_dtype=torch.float32) for m in (1, 9 * sms, 40 * sms)}
+    assert fused[1].weight_first and fused[1].const_n and fused[1].hoist_loads
+    assert fused[9 * sms].stream_hints and fused[9 * sms].const_n and not fused[9 * sms].hoist_loads
+    assert fused[40 * sms] == wide[40 * sms]  # (the same two-pass kernel for both ops)
 
 
 @pytest.mark.parametrize("n", [16384, 16392, 24568, 24576])

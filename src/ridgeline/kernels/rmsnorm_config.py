@@ -99,14 +99,17 @@ class LaunchConfig:
     chunk_sum: bool = False
     # Rows per SM (lo, hi] where `config_for` launches the two-pass equivalent of a chunk_sum config instead.
     two_pass_zone: tuple[int, int] = (0, 0)
-    # Rows per SM (lo, hi] where `config_for` compiles the hidden size in (const_n), on top of the other zones.
+    # Rows per SM (lo, hi] where `config_for` compiles the hidden size in (const_n), on top of the lean and stream
+    # zones. (Only with a weight as narrow as x and no FP8 epilogue: those paths return before the zones.)
     const_n_zone: tuple[int, int] = (0, 0)
     # Fused op, one pass: every piece's x and residual (and the weight, when first) loaded before the first
     # residual_out store (piece by piece, a later load waits for the earlier store: the compiler cannot prove the
-    # tensors apart; with one block, the weight's load waits for it). Not set on one block by any rule (not measured).
-    # Changes no bit (the same additions, stores and sums). `launch_config` sets it for the fused op's 16-bit pieces
-    # and its chunks of 8192 (16384-24568 columns; not the two chunks of 16384 from 24576, not measured there), with
-    # a 16-bit weight: graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896
+    # tensors apart; with one block, the weight's load waits for it). Not set on one block by any rule (measured in
+    # session 10: 1x4096 graph-hot 1.61-1.68 us vs 1.65, no gain). Changes no bit (the same additions, stores and
+    # sums). `launch_config` sets it for the fused op's 16-bit pieces, its chunks of 8192 (16384-24568 columns; not
+    # the two chunks of 16384 from 24576, not measured there) and of 2048 (4096 columns, up to 8 rows per SM:
+    # `_stream` clears it, see `chunked_config`), with a 16-bit weight (at 4096 columns also an fp32 one loaded first,
+    # `config_for`): graph-cold on the H200 (h200-explore-s9-hoist-fused.json) 1x20000 3.73 vs 4.40 us, 2048x16896
     # 69.42 vs 70.48, 4096x4100 34.78 vs 35.97, 4096x5125 50.52 vs 51.85, 4096x5120 41.85 vs 42.51, 1024x5120 11.73
     # vs 11.86 (and 1x5120 2.28 vs 2.69, h200-explore-s8-hoist-fused.json). Not with FP8 epilogues (not measured
     # there).
@@ -267,7 +270,8 @@ def launch_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConf
 @functools.lru_cache(maxsize=1024)
 def register_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchConfig:
     """A row of n columns held in one program's registers as one power-of-two block or as power-of-two pieces (what
-    `launch_config` picks outside the chunked widths and the wide rows; the FP8 epilogues keep it at 16384 columns).
+    `launch_config` picks outside the chunked widths and the wide rows; the FP8 epilogues keep it at 4096 and 16384
+    columns).
     The fused op loads every 16-bit piece's x and residual before its first store (`hoist_loads`; no bit changes)."""
     block = triton.next_power_of_2(n)
     per_thread = 16 if (n * dtype.itemsize) % 16 == 0 else 32
@@ -335,7 +339,10 @@ TWO_CHUNK_TWO_PASS_ROWS_PER_SM = {False: 2, True: 8}
 #   decode-hot*.json): plain 1x 1.56 vs 1.53, 16x 1.63 vs 1.61, 256x 2.27 vs 2.28; fused 1x 1.65 both, 256x 2.46 vs
 #   2.57. The plain op's one pass keeps a run-time hidden size below the lean zone (compiled in, 256x 2.36 graph-hot);
 #   the fused op's keeps it everywhere (without it, hoisted, 1x 2.33 graph-cold) and hoists its loads up to 8 rows per
-#   SM (not hoisted, 1x 2.67; hoisted at 16384 rows, 133.41 instead of 129.92).
+#   SM (not hoisted, 1x 2.67; hoisted, 0.7-0.8% slower at 31 rows per SM, 34.49 vs 34.21-34.25, and 2.7% at 124-496,
+#   16384x 133.41 vs 129.92). The FP8 epilogues keep the one block of 4096 (`register_config`; joint_max needs it).
+#   (HALVES_LEAN_ZONE is the one block's lean zone, `_TUNED[(4096, 2)]`: the chunks with the weight first hold as
+#   many registers, 38, so the same rows per SM take a second wave.)
 HALVES_COLUMNS = 4096
 HALVES_LEAN_ZONE = (6, 8)
 HALVES_TWO_PASS_ROWS_PER_SM = 32
@@ -415,8 +422,10 @@ def two_pass_config(fused: bool) -> LaunchConfig:
 # against session 2's sweep), so not beyond 32 rows per SM. Within the zone also 1-6% faster at 12-23 rows per SM
 # (1536x4096 8.15 vs 8.27 us, 2048x5120 12.26 vs 12.95, 3072x4100 14.87 vs 15.87) and 4-5% in fp16 (4096x4096
 # 17.63 vs 18.57; h200-explore-s6-stream-{mid,fp16}.json); below 8 the lean zone decides at these widths. Not
-# wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op (within
-# +-1% at 4096 columns, 3-4% slower at 8192 and 16384).
+# wider (4096x8192 lost 3%: 35.73 vs 34.59; 5125 even), not narrower (not measured), not the fused op's one block
+# (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384). Since session 10 rows of 4096 are chunks of 2048
+# (`chunked_config`) with their own stream zone, for both ops and an fp32 weight (measured there); this rule now
+# reaches the one block of 4096 only through the FP8 epilogues, which drop it (`_quant`).
 STREAM_COLUMNS = (4096, 5120)
 STREAM_ZONE = (8, 32)
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
@@ -446,7 +455,7 @@ _TUNED: dict[tuple[int, int], dict] = {
 # 67.38; graph-hot at decode rows (h200-explore-s9-decode-fused-hot.json) 1x 2.12 both, 16x 2.18 vs 2.26, 256x 3.50
 # vs 3.57. The plain op's one block of 8192 has it from 2 rows per SM (session 10, settled, graph-cold,
 # h200-explore-s10-w8k-rows.json: 512x 5.92 vs 6.10 us, 1024x 10.91 vs 11.18, 2048x 18.46 vs 18.81, 4096x 34.67 vs
-# 34.76; below, graph-hot, it cost 0.02-0.08 us, 1x 1.97 vs 1.91, 256x 3.05 vs 2.97: h200-explore-s10-w8k-decode-
+# 34.76; below, graph-hot, it cost 0.01-0.08 us, 1x 1.97 vs 1.91, 256x 3.05 vs 2.97: h200-explore-s10-w8k-decode-
 # hot.json). The fused op's one block keeps it at every row count. (Two chunks of 4096 at 8192 columns, the
 # 4096-column rule's layout, gained 0-2.8% from 16 rows per SM for both ops but cost the fused op 3-6% at decode
 # rows graph-hot, 1x 2.19 vs 2.11, 16x 2.30 vs 2.17: not taken.)
@@ -474,7 +483,7 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     if quant:
         if cfg.single_pass and cfg.width() > WIDE_ONE_PASS:
             return _quant(two_pass_config(fused), False, False)
-        if cfg.chunk_sum:  # (16384 columns: the FP8 epilogues were measured on the one block, and joint_max needs it)
+        if cfg.chunk_sum:  # (4096, 16384 columns: the FP8 epilogues were measured on one block; joint_max needs it)
             cfg = register_config(n, dtype, fused)
         joint = (quant == QUANT_DYNAMIC and not fused and (sms < m or not cfg.piece_b)
                  and m <= JOINT_MAX_ROWS_PER_SM * sms
@@ -487,9 +496,10 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # of 1.67 us at 1x4096, 1.96 instead of 2.18 at 1x8192, graph-hot, h200-explore-wfp32-decode.json),
         # after the reduction beyond.
         # Rows of 4096 columns keep their two-pass and stream zones (graph-cold, plain op, fp32 weight:
-        # h200-explore-s10-wfp32-large.json, 4096x 17.78 vs 19.00 us with stream hints, two passes 16384x 65.59 vs
-        # 67.66, 65536x 251.71 vs 260.86); the chunks of 8192 at 16384 columns lost 1.8% in two passes (1024x 20.94 vs
-        # 20.57), so not there.
+        # h200-explore-s10-wfp32-large.json, 4096x 17.78 vs 19.00 us with stream hints, two passes 16384x 65.62 vs
+        # 67.66, 65536x 252.79 vs 260.86); the fused op takes them by likeness (not measured with an fp32 weight).
+        # The chunks of 8192 at 16384 columns lost 1.8% in two passes (1024x 20.94 vs 20.57), so not there.
+        first = m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS
         if n == HALVES_COLUMNS and cfg.chunk_sum:
             lo, hi = cfg.two_pass_zone
             if hi and lo * sms < m <= hi * sms:
@@ -497,7 +507,12 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
             lo, hi = cfg.stream_zone
             if hi and lo * sms < m <= hi * sms:
                 return _stream(_wide_weight(cfg, False))
-        return _wide_weight(cfg, m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS)
+            if first and cfg.hoist_loads:
+                # The fused op's chunks of 2048 with the weight first keep their hoisted loads (48 registers with an
+                # fp32 weight, no spill). Not measured with an fp32 weight; unhoisted, with a 16-bit weight, they
+                # lost 7-19% to hoisted at 1-256 rows (h200-explore-s10-w4k-{rows,decode-hot}-fused.json).
+                return _hoisted(_wide_weight(cfg, True))
+        return _wide_weight(cfg, first)
     lo, hi = cfg.two_pass_zone
     if hi and lo * sms < m <= hi * sms:
         return two_pass_of(cfg)
@@ -550,8 +565,13 @@ def _quant(cfg: LaunchConfig, one_wave: bool, joint: bool) -> LaunchConfig:
 @functools.lru_cache(maxsize=256)
 def _stream(cfg: LaunchConfig) -> LaunchConfig:
     # (Without hoisted loads: the fused op's chunks of 2048 were measured with stream hints unhoisted, and hoisted
-    # they lost 1-3% from 31 rows per SM, h200-explore-s10-w4k-rows-fused.json.)
+    # they lost 0.7-0.8% at 31 rows per SM and 2.7% at 124-496, h200-explore-s10-w4k-rows-fused.json.)
     return dataclasses.replace(cfg, stream_hints=True, hoist_loads=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _hoisted(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, hoist_loads=True)
 
 
 @functools.lru_cache(maxsize=256)
