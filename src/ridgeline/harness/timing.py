@@ -50,7 +50,8 @@ def median_iqr(samples: Sequence[float]) -> tuple[float, float]:
 
 
 def _adaptive(regime: str, round_fn: Callable[[], list[float]], budget_s: float, min_samples: int) -> Timing:
-    """Collect rounds of samples until the median is stable to STABLE_REL or the budget is spent."""
+    """Collect rounds of samples until the median is stable to STABLE_REL or the budget is spent, at least two
+    rounds (a slow call, e.g. an interpreted kernel on the CPU, would otherwise leave one round of a few samples)."""
     samples: list[float] = []
     prev = None
     stable = False
@@ -61,9 +62,9 @@ def _adaptive(regime: str, round_fn: Callable[[], list[float]], budget_s: float,
         if prev is not None and len(samples) >= min_samples and abs(med - prev) <= STABLE_REL * prev:
             stable = True
             break
-        prev = med
-        if time.perf_counter() > t_end:
+        if prev is not None and time.perf_counter() > t_end:
             break
+        prev = med
     med, iqr = median_iqr(samples)
     return Timing(regime, samples, med, iqr, len(samples), stable)
 
