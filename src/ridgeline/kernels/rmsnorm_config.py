@@ -501,11 +501,9 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
         # The chunks of 8192 at 16384 columns lost 1.8% in two passes (1024x 20.94 vs 20.57), so not there.
         first = m <= 2 * sms and cfg.width() <= WIDE_ONE_PASS
         if n == HALVES_COLUMNS and cfg.chunk_sum:
-            lo, hi = cfg.two_pass_zone
-            if hi and lo * sms < m <= hi * sms:
+            if _in_zone(cfg.two_pass_zone, m, sms):
                 return two_pass_of(cfg)
-            lo, hi = cfg.stream_zone
-            if hi and lo * sms < m <= hi * sms:
+            if _in_zone(cfg.stream_zone, m, sms):
                 return _stream(_wide_weight(cfg, False))
             if first and cfg.hoist_loads:
                 # The fused op's chunks of 2048 with the weight first keep their hoisted loads (48 registers with an
@@ -513,19 +511,21 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
                 # lost 7-19% to hoisted at 1-256 rows (h200-explore-s10-w4k-{rows,decode-hot}-fused.json).
                 return _hoisted(_wide_weight(cfg, True))
         return _wide_weight(cfg, first)
-    lo, hi = cfg.two_pass_zone
-    if hi and lo * sms < m <= hi * sms:
+    if _in_zone(cfg.two_pass_zone, m, sms):
         return two_pass_of(cfg)
-    lo, hi = cfg.const_n_zone
-    if hi and lo * sms < m <= hi * sms:
+    if _in_zone(cfg.const_n_zone, m, sms):
         cfg = _const_n(cfg)
-    lo, hi = cfg.lean_zone
-    if hi and lo * sms < m <= hi * sms:
+    if _in_zone(cfg.lean_zone, m, sms):
         return _lean(cfg)
-    lo, hi = cfg.stream_zone
-    if hi and lo * sms < m <= hi * sms:
+    if _in_zone(cfg.stream_zone, m, sms):
         return _stream(cfg)
     return cfg
+
+
+def _in_zone(zone: tuple[int, int], m: int, sms: int) -> bool:
+    """m rows fall in a zone of rows per SM (lo, hi]; (0, 0) is no zone."""
+    lo, hi = zone
+    return bool(hi) and lo * sms < m <= hi * sms
 
 
 @functools.lru_cache(maxsize=256)
