@@ -214,7 +214,8 @@ def test_fp8_knobs_leave_the_bits_alone(n):
 
 
 @pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
-                                   ["--stream", "--quant", "--dtype", "fp16"], ["--const-n", "--fused", "--hoist"]])
+                                   ["--stream", "--quant", "--dtype", "fp16"],
+                                   ["--const-n", "--fused", "--hoist", "--shared-out"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json
