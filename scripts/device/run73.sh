@@ -7,7 +7,8 @@ set -o pipefail
 timeout 150 python3 scripts/device/inductor_configs.py fused_add_rmsnorm 1x4096 16x4096 64x4096 128x4096 256x4096 1024x8192 4096x7168 > $OUT/inductor-fused.log 2>&1; echo "inductor fused rc=$?"
 timeout 90 python3 scripts/device/inductor_configs.py rmsnorm 128x4096 4096x7168 16384x8192 > $OUT/inductor-plain.log 2>&1; echo "inductor plain rc=$?"
 grep -v "^    \|^V\|^I\|^W" $OUT/inductor-fused.log | tail -3
-timeout 240 python3 scripts/explore_rmsnorm.py $OUT/explore-fused-small-shared.json --shapes fused-small --hoist --const-n --fused --shared-out --budget 0.05 2>&1 | tail -4
+timeout 90 python3 scripts/explore_rmsnorm.py $OUT/explore-fused-small-shared.json --shapes fused-small --hoist --const-n --fused --shared-out --budget 0.05 2>&1 | tail -4
+timeout 200 python3 scripts/explore_rmsnorm.py $OUT/explore-fused-small-shared-all.json --shapes fused-small --hoist --fused --shared-out --budget 0.05 2>&1 | tail -4
 timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-fused-small-own.json --shapes fused-small --const-n --hoist --fused --budget 0.05 2>&1 | tail -4
 timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-w8k-1024-fused-shared.json --shapes w8k-1024 --hoist --const-n --fused --shared-out --budget 0.05 2>&1 | tail -2
 grep -A3 "Benchmark all" $OUT/inductor-fused.log | head -60
