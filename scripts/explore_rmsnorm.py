@@ -5,7 +5,7 @@ Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regi
                               small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|hoist[-lite]|const-n|stream-odd|
                               stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
                     [--budget S] [--dry] [--quant] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
-                    [--unroll] [--stream] [--const-n] [--hoist] [--shared-out]
+                    [--unroll] [--stream] [--stream-loads] [--const-n] [--hoist] [--shared-out]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
@@ -128,6 +128,9 @@ def main() -> None:
                          "the first store (hoist_loads: the fused op)")
     ap.add_argument("--two-pass", action="store_true",
                     help="also two passes over small chunks (as torch.compile's kernels do) for rows of any width")
+    ap.add_argument("--stream-loads", action="store_true",
+                    help="also every one-pass candidate with evict_first on the loads of x and the residual only "
+                         "(stream_loads: the weight evict_last, stores without a hint)")
     ap.add_argument("--shared-out", action="store_true",
                     help="every input set writes the same output tensors, as the bench's out-of-place calls do (each "
                          "call's outputs come from the graph's pool at the same address, so they stay in L2); by "
@@ -190,6 +193,10 @@ def main() -> None:
               "fused-128": [(m, 4096) for m in (64, 128, 256)],
               "fused-small": [(m, 4096) for m in (16, 128, 256)],
               "w8k-1024": [(1024, 8192)],
+              "fused-256": [(256, 4096)],
+              "w8k-fused-mid": [(1024, 8192), (4096, 8192)],
+              "plain-lost": [(16384, 8192), (4096, 7168)],
+              "plain-small": [(128, 4096), (256, 4096), (256, 8192)],
               "fused-const-n": [(m, 4096) for m in (1, 16, 128, 256, 1024, 4096, 16384, 65536)]
               + [(m, 7168) for m in (1, 128, 1024, 4096)] + [(m, 5120) for m in (1, 1024, 4096)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
@@ -231,6 +238,9 @@ def main() -> None:
                              if c.single_pass and not c.hoist_loads and (c.piece_b or c.weight_first)]
         if args.stream:
             cands = cands + [dataclasses.replace(c, stream_hints=True) for c in cands if c.single_pass]
+        if args.stream_loads:
+            cands = cands + [dataclasses.replace(c, stream_loads=True) for c in cands
+                             if c.single_pass and not c.stream_hints]
         cands = list(dict.fromkeys(cands))
         if args.reverse:
             cands.reverse()
@@ -239,7 +249,7 @@ def main() -> None:
                    "config": cfg.describe(),
                    "quant": quant, "weight_dtype": args.wdtype,
                    "weight_first": cfg.weight_first, "max_registers": cfg.max_registers, "loop_free": cfg.loop_free,
-                   "joint_max": cfg.joint_max, "stream_hints": cfg.stream_hints,
+                   "joint_max": cfg.joint_max, "stream_hints": cfg.stream_hints, "stream_loads": cfg.stream_loads,
                    "block_n": cfg.block_n, "single_pass": cfg.single_pass, "num_warps": cfg.num_warps,
                    "programs_per_sm": cfg.programs_per_sm, "split": cfg.split, "default": cfg == default,
                    "const_n": cfg.const_n, "shared_out": args.shared_out,

@@ -75,11 +75,13 @@ def test_knobs_that_may_follow_the_batch_size_leave_the_bits_alone(fused):
     for knobs in ({"programs_per_sm": 1}, {"loop_free": True}, {"weight_first": True},
                   {"weight_first": True, "loop_free": True}, {"stream_hints": True},
                   {"stream_hints": True, "weight_first": True}, {"const_n": True}, {"hoist_loads": True},
-                  {"hoist_loads": True, "weight_first": True, "stream_hints": True}):
+                  {"hoist_loads": True, "weight_first": True, "stream_hints": True}, {"stream_loads": True},
+                  {"stream_loads": True, "weight_first": True, "hoist_loads": True}):
         other = run(LaunchConfig(p[0], True, 2, piece_b=p[1], piece_c=p[2], **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(base, other) if a is not None), knobs
     block = run(LaunchConfig(128, True, 2), x, w, r)  # (one masked block: hoisting moves the weight's load up)
-    for knobs in ({"hoist_loads": True}, {"hoist_loads": True, "weight_first": True}, {"weight_first": True}):
+    for knobs in ({"hoist_loads": True}, {"hoist_loads": True, "weight_first": True}, {"weight_first": True},
+                  {"stream_loads": True, "weight_first": True, "hoist_loads": True}):
         other = run(LaunchConfig(128, True, 2, **knobs), x, w, r)
         assert all(torch.equal(a, b) for a, b in zip(block, other) if a is not None), knobs
     wide = [run(LaunchConfig(16, False, 1, **k), x, w, r) for k in (
@@ -215,7 +217,7 @@ def test_fp8_knobs_leave_the_bits_alone(n):
 
 @pytest.mark.parametrize("flags", [[], ["--quant", "--fused"], ["--wdtype", "fp32"],
                                    ["--stream", "--quant", "--dtype", "fp16"],
-                                   ["--const-n", "--fused", "--hoist", "--shared-out"]])
+                                   ["--const-n", "--fused", "--hoist", "--shared-out", "--stream-loads"]])
 def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
     """scripts/explore_rmsnorm.py --dry on the CPU: every focus config runs and matches the fp64 reference."""
     import json

@@ -71,7 +71,7 @@ def _store(ptrs, value, c, N, MASKED: tl.constexpr, POLICY: tl.constexpr):
 
 @triton.jit
 def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
-    """The weight's columns [off, off + P); STREAM: kept in L2 (evict_last), as every row reads it."""
+    """The weight's columns [off, off + P); STREAM (1 or 2): kept in L2 (evict_last), as every row reads it."""
     c = off + tl.arange(0, P)
     policy: tl.constexpr = "evict_last" if STREAM else ""
     return _load(W + c, c, N, MASKED, policy)
@@ -80,7 +80,8 @@ def _load_weight(W, off, N, P: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.co
 @triton.jit
 def _load_pair(x_row, r_row, off, N, P: tl.constexpr, MASKED: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                STREAM: tl.constexpr):
-    """x's and (with HAS_RESIDUAL) the residual's columns [off, off + P), as stored (r is x without a residual)."""
+    """x's and (with HAS_RESIDUAL) the residual's columns [off, off + P), as stored (r is x without a residual);
+    STREAM (1 or 2): read once, so the first to leave L2 (evict_first)."""
     c = off + tl.arange(0, P)
     policy: tl.constexpr = "evict_first" if STREAM else ""
     x = _load(x_row + c, c, N, MASKED, policy)
@@ -95,7 +96,7 @@ def _add_residual(x, r, ro_row, off, N, P: tl.constexpr, MASKED: tl.constexpr, S
                   EMULATE_RNE: tl.constexpr):
     """x + r rounded to residual_out's dtype, stored to residual_out's columns [off, off + P) and returned."""
     c = off + tl.arange(0, P)
-    policy: tl.constexpr = "evict_first" if STREAM else ""
+    policy: tl.constexpr = "evict_first" if STREAM == 1 else ""
     # Upcast before any math: fp32 on the GPU, and bf16 arithmetic is wrong in the CPU interpreter.
     x = to_storage(x.to(tl.float32) + r.to(tl.float32), ro_row.dtype.element_ty, EMULATE_RNE)
     _store(ro_row + c, x, c, N, MASKED, policy)
@@ -111,7 +112,8 @@ def _load_piece(
     """Columns [off, off + P) of a row (after the residual add, whose result is stored here) and, with LOAD_W,
     the weight there (issued before the reduction: its latency overlaps x's, but it holds registers longer).
     Only the row's last piece is masked: the others lie wholly inside it. STREAM: the row's lines are read and
-    written once, so they are the first to leave L2 (evict_first)."""
+    written once, so they are the first to leave L2 (evict_first): 1 (stream_hints) on every load and store of the
+    row, 2 (stream_loads) on its loads only."""
     x, r = _load_pair(x_row, r_row, off, N, P, MASKED, HAS_RESIDUAL, STREAM)
     if HAS_RESIDUAL:
         x = _add_residual(x, r, ro_row, off, N, P, MASKED, STREAM, EMULATE_RNE)
@@ -182,7 +184,7 @@ def _store_piece(
     y = _y_piece(W, x, w, rstd, weight_offset, off, N, P, MASKED, HAS_WEIGHT, WEIGHT_LOADED, QUANT == 2, STREAM)
     if QUANT != 0:
         y = tl.clamp(y / scale, -qmax, qmax)
-    policy: tl.constexpr = "evict_first" if STREAM else ""
+    policy: tl.constexpr = "evict_first" if STREAM == 1 else ""
     _store(y_row + c, to_storage(y, y_row.dtype.element_ty, EMULATE_RNE), c, N, MASKED, policy)
 
 
@@ -551,7 +553,8 @@ def kernel_constexprs(
             "PIECE_B": cfg.piece_b, "PIECE_C": cfg.piece_c, "SINGLE_PASS": cfg.single_pass,
             "WEIGHT_FIRST": cfg.weight_first, "REVERSE_PASS2": cfg.reverse_pass2, "L2_HINTS": cfg.l2_hints,
             "ONE_ROW": one_row, "QUANT": quant, "JOINT_MAX": cfg.joint_max and cfg.weight_first,
-            "UNROLL": max(1, cfg.unroll), "STREAM_HINTS": cfg.stream_hints and cfg.single_pass,
+            "UNROLL": max(1, cfg.unroll),
+            "STREAM_HINTS": (1 if cfg.stream_hints else 2 if cfg.stream_loads else 0) if cfg.single_pass else 0,
             "EMULATE_RNE": _INTERPRETED, "N_CONST": n if cfg.const_n else 0,
             "CHUNK_SUM": cfg.chunk_sum and cfg.single_pass,
             "HOIST_LOADS": cfg.hoist_loads and cfg.single_pass and has_residual}

@@ -90,6 +90,10 @@ class LaunchConfig:
     stream_hints: bool = False
     # Rows per SM (lo, hi] where `config_for` sets stream_hints.
     stream_zone: tuple[int, int] = (0, 0)
+    # One pass: evict_first on the loads of x and the residual only (the weight evict_last, the stores without a
+    # hint), as inductor's kernels load rows they read once: the outputs, which the next kernel reads, are not the
+    # first to leave L2. Ignored under stream_hints. Changes no bit.
+    stream_loads: bool = False
     # The hidden size compiled in as a constant (one kernel per hidden size): the two-pass loops then unroll, with
     # every chunk's loads in flight at once, and loads the masks switch off wholly drop out.
     const_n: bool = False
@@ -144,6 +148,8 @@ class LaunchConfig:
             grid += " joint-max"
         if self.stream_hints:
             grid += " stream"
+        elif self.stream_loads:
+            grid += " stream-loads"
         if self.const_n:
             grid += " const-N"
         if self.chunk_sum:
