@@ -131,6 +131,8 @@ def main() -> None:
     ap.add_argument("--stream-loads", action="store_true",
                     help="also every one-pass candidate with evict_first on the loads of x and the residual only "
                          "(stream_loads: the weight evict_last, stores without a hint)")
+    ap.add_argument("--ab-stream-loads", action="store_true",
+                    help="only the default, with stream_loads on and off (and, one pass, with stream_hints)")
     ap.add_argument("--shared-out", action="store_true",
                     help="every input set writes the same output tensors, as the bench's out-of-place calls do (each "
                          "call's outputs come from the graph's pool at the same address, so they stay in L2); by "
@@ -194,6 +196,14 @@ def main() -> None:
               "fused-small": [(m, 4096) for m in (16, 128, 256)],
               "w8k-1024": [(1024, 8192)],
               "fused-256": [(256, 4096)],
+              # outputs from 2 to 128 MB at the sweep's widths: where evict_first on the row loads (stream_loads)
+              # stops paying, against the L2 (60 MB on the H200)
+              "l2-fit": [(m, 4096) for m in (256, 512, 1024, 2048, 3072, 4096, 6144, 8192)]
+              + [(m, 8192) for m in (256, 512, 1024, 1536, 2048, 3072, 4096)]
+              + [(m, n) for n in (5120, 7168) for m in (1024, 2048, 4096)]
+              + [(m, n) for n in (4100, 5125) for m in (1024, 4096)]
+              + [(256, 16384), (1024, 16384), (2048, 16384), (256, 20000), (1024, 20000), (128, 32768), (512, 32768)],
+              "l2-fit-eager": [(1024, 4096), (4096, 4096), (1024, 8192), (4096, 8192), (2048, 5120), (16, 4096)],
               "w8k-fused-mid": [(1024, 8192), (4096, 8192)],
               "plain-lost": [(16384, 8192), (4096, 7168)],
               "plain-small": [(128, 4096), (256, 4096), (256, 8192)],
@@ -221,6 +231,10 @@ def main() -> None:
             cands = focus_configs(default, args.quant, args.fused, n)
         else:  # (--const-n alone: the default and its variants only)
             cands = [default] if args.const_n else candidate_configs(n)
+        if args.ab_stream_loads:
+            cands = [default] + ([dataclasses.replace(default, stream_loads=not default.stream_loads),
+                                  dataclasses.replace(default, stream_hints=True, stream_loads=False, hoist_loads=False)]
+                                 if default.single_pass else [])
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]
         if args.unroll:
