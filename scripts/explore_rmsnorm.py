@@ -132,7 +132,7 @@ def main() -> None:
                     help="also every one-pass candidate with evict_first on the loads of x and the residual only "
                          "(stream_loads: the weight evict_last, stores without a hint)")
     ap.add_argument("--ab-stream-loads", action="store_true",
-                    help="only the default, with stream_loads on and off (and, one pass, with stream_hints)")
+                    help="only the default, and (one pass) it without L2 hints, with stream_loads, with stream_hints")
     ap.add_argument("--shared-out", action="store_true",
                     help="every input set writes the same output tensors, as the bench's out-of-place calls do (each "
                          "call's outputs come from the graph's pool at the same address, so they stay in L2); by "
@@ -232,8 +232,9 @@ def main() -> None:
         else:  # (--const-n alone: the default and its variants only)
             cands = [default] if args.const_n else candidate_configs(n)
         if args.ab_stream_loads:
-            cands = [default] + ([dataclasses.replace(default, stream_loads=not default.stream_loads),
-                                  dataclasses.replace(default, stream_hints=True, stream_loads=False, hoist_loads=False)]
+            plain = dataclasses.replace(default, stream_loads=False, stream_hints=False)
+            cands = [default] + ([plain, dataclasses.replace(plain, stream_loads=True),
+                                  dataclasses.replace(plain, stream_hints=True, hoist_loads=False)]
                                  if default.single_pass else [])
         if args.two_pass:
             cands = cands + [c for c in small_chunk_two_pass(n) if c not in cands]

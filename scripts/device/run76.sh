@@ -21,12 +21,19 @@ for name in ("ab-plain", "ab-fused", "ab-plain-wfp32", "ab-plain-eager", "ab-fus
     shapes = []
     for r in d:
         if r["shape"] not in shapes: shapes.append(r["shape"])
-    print("==", name, "(default / stream_loads / stream_hints, us; ratio = stream_loads / default)")
+    print("==", name, "default | none | loads | hints (us); loads/none")
     for s in shapes:
-        rs = [r for r in d if r["shape"] == s]
-        t = [r.get("median_us", float("nan")) for r in rs]
+        rs = [r for r in d if r["shape"] == s and "median_us" in r]
+        if not rs: continue
+        dflt = next(r for r in rs if r["default"])
+        t = {("loads" if r.get("stream_loads") else "hints" if r.get("stream_hints") else "none"): r["median_us"]
+             for r in rs if not r["default"] or len(rs) == 1}
+        t.update({("loads" if r.get("stream_loads") else "hints" if r.get("stream_hints") else "none"): r["median_us"]
+                  for r in rs})
         out_mb = s[0] * s[1] * 2 * (2 if "fused" in name else 1) / 2**20
-        print(f"{s[0]:>6}x{s[1]:<6} out {out_mb:6.0f} MB  " + "  ".join(f"{v:8.2f}" for v in t)
-              + (f"  {t[1] / t[0]:.3f}" if len(t) > 1 else "") + "  " + rs[0]["config"])
+        ratio = t["loads"] / t["none"] if "loads" in t and "none" in t else float("nan")
+        print(f"{s[0]:>6}x{s[1]:<6} out {out_mb:5.0f} MB  D {dflt['median_us']:8.2f} | "
+              + " | ".join(f"{t.get(k, float('nan')):8.2f}" for k in ("none", "loads", "hints"))
+              + f"  {ratio:.3f}  {dflt['config']}")
 PY
 echo done
