@@ -271,32 +271,33 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
     """Where the H200 runs measured them faster (kernels/rmsnorm_config.py, JOINT_MAX_ROWS_PER_SM, STREAM_COLUMNS):
     joint_max for the plain dynamic FP8 op up to 16 rows per SM (rows of pieces: beyond one row per SM), a weight
     no wider than x; stream hints for the plain 16-bit op at 4096-5120 columns from 8 to 32 rows per SM (the lean
-    zone, below, decides first). Nowhere else."""
-    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for
+    zone, below, decides first). Nowhere else. (The zones by rows per SM, `zoned_config`: where the outputs fit the L2,
+    `config_for` trades stream hints for stream_loads, test_stream_loads_follow_the_l2_rule.)"""
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, zoned_config
 
     bf16, sms = torch.bfloat16, _sm_count_hint()
     for m in (1, 128, sms, sms + 1, 16 * sms):
-        cfg = config_for(4096, bf16, m, quant=2)
+        cfg = zoned_config(4096, bf16, m, quant=2)
         assert cfg.joint_max and cfg.weight_first, m
-        assert not config_for(4096, bf16, m, fused=True, quant=2).joint_max
-        assert config_for(5120, bf16, m, quant=2).joint_max == (m > sms)  # pieces
-        assert not config_for(4096, bf16, m, weight_dtype=torch.float32, quant=2).joint_max
-    assert not config_for(4096, bf16, 16 * sms + 1, quant=2).joint_max
-    assert not config_for(4096, bf16, 1, quant=1).joint_max
+        assert not zoned_config(4096, bf16, m, fused=True, quant=2).joint_max
+        assert zoned_config(5120, bf16, m, quant=2).joint_max == (m > sms)  # pieces
+        assert not zoned_config(4096, bf16, m, weight_dtype=torch.float32, quant=2).joint_max
+    assert not zoned_config(4096, bf16, 16 * sms + 1, quant=2).joint_max
+    assert not zoned_config(4096, bf16, 1, quant=1).joint_max
     for n in (4096, 5120, 4100):
-        assert config_for(n, bf16, 8 * sms + 1).stream_hints, n
-        assert config_for(n, torch.float16, 32 * sms).stream_hints, n
-        assert not config_for(n, bf16, 8 * sms).stream_hints, n
-        assert not config_for(n, bf16, 32 * sms + 1).stream_hints, n
-        assert config_for(n, bf16, 4096, fused=True).stream_hints == (n == 4096), n  # (the chunks of 2048)
-        assert config_for(n, bf16, 4096, weight_dtype=torch.float32).stream_hints == (n == 4096), n
+        assert zoned_config(n, bf16, 8 * sms + 1).stream_hints, n
+        assert zoned_config(n, torch.float16, 32 * sms).stream_hints, n
+        assert not zoned_config(n, bf16, 8 * sms).stream_hints, n
+        assert not zoned_config(n, bf16, 32 * sms + 1).stream_hints, n
+        assert zoned_config(n, bf16, 4096, fused=True).stream_hints == (n == 4096), n  # (the chunks of 2048)
+        assert zoned_config(n, bf16, 4096, weight_dtype=torch.float32).stream_hints == (n == 4096), n
         for quant in (1, 2):
-            assert not config_for(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
+            assert not zoned_config(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
     for n in (2048, 4095, 5125, 7168, 8192, 16384):
-        assert not config_for(n, bf16, 4096).stream_hints, n
-    assert not config_for(4096, torch.float32, 4096).stream_hints
+        assert not zoned_config(n, bf16, 4096).stream_hints, n
+    assert not zoned_config(4096, torch.float32, 4096).stream_hints
     # The lean zone (4096 columns: 6-8 rows per SM) ends where the stream zone starts: lean there, never both.
-    lean = config_for(4096, bf16, 8 * sms)
+    lean = zoned_config(4096, bf16, 8 * sms)
     assert not lean.weight_first and not lean.stream_hints
 
 
@@ -479,8 +480,9 @@ def test_rows_of_4096_columns_follow_the_measured_zones():
     """4096 16-bit columns: two chunks of 2048 over 8 warps for both ops and every row count (one pass up to 32 rows
     per SM, two beyond: the same bits); the weight first up to 6 rows per SM, after it to 8, stream hints from 8 to 32;
     the hidden size compiled in for the fused op and for the plain one from 6 rows per SM; the fused op's loads
-    hoisted up to 8 rows per SM. fp32 rows and the FP8 epilogues keep the one block."""
-    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, config_for, register_config, two_pass_of
+    hoisted up to 8 rows per SM. fp32 rows and the FP8 epilogues keep the one block. (`zoned_config`: before the L2
+    rule.)"""
+    from ridgeline.kernels.rmsnorm_config import _sm_count_hint, register_config, two_pass_of, zoned_config
 
     sms = _sm_count_hint()
     for dtype in (torch.bfloat16, torch.float16):
@@ -491,26 +493,27 @@ def test_rows_of_4096_columns_follow_the_measured_zones():
                       6 * sms + 1: (False, True, fused, False), 8 * sms: (False, True, fused, False),
                       8 * sms + 1: (True, True, False, True), 32 * sms: (True, True, False, True)}
             for m, (first, const_n, hoist, stream) in expect.items():
-                cfg = config_for(4096, dtype, m, fused)
+                cfg = zoned_config(4096, dtype, m, fused)
                 assert cfg.single_pass and (cfg.block_n, cfg.piece_b, cfg.num_warps) == (2048, 2048, 8), (m, fused)
                 assert (cfg.weight_first, cfg.const_n, cfg.hoist_loads, cfg.stream_hints) == (
                     first, const_n, hoist, stream), (m, fused)
             for m in (32 * sms + 1, 100000):
-                assert config_for(4096, dtype, m, fused) == two_pass_of(layout), (m, fused)
+                assert zoned_config(4096, dtype, m, fused) == two_pass_of(layout), (m, fused)
             for quant in (1, 2):
                 for m in (1, 7 * sms, 100000):
-                    q = config_for(4096, dtype, m, fused, quant=quant)
+                    q = zoned_config(4096, dtype, m, fused, quant=quant)
                     assert q.block_n == 4096 and not q.chunk_sum and not q.hoist_loads, (m, fused, quant)
-    assert config_for(4096, torch.float32, 100000) == register_config(4096, torch.float32)
+    assert zoned_config(4096, torch.float32, 100000) == register_config(4096, torch.float32)
     # An fp32 weight: the same zones of stream hints and two passes (the weight after the reduction from 2 rows per SM)
-    wide = {m: config_for(4096, torch.bfloat16, m, weight_dtype=torch.float32) for m in (1, 7 * sms, 9 * sms, 40 * sms)}
+    wide = {m: zoned_config(4096, torch.bfloat16, m, weight_dtype=torch.float32)
+            for m in (1, 7 * sms, 9 * sms, 40 * sms)}
     assert wide[1].weight_first and not wide[1].stream_hints and wide[1].chunk_sum
     assert not wide[7 * sms].weight_first and not wide[7 * sms].stream_hints
     assert wide[9 * sms].stream_hints and not wide[9 * sms].weight_first and wide[9 * sms].max_registers == 0
     assert not wide[40 * sms].single_pass and wide[40 * sms].block_n == 2048
-    assert config_for(16384, torch.bfloat16, 40 * sms, weight_dtype=torch.float32).single_pass
+    assert zoned_config(16384, torch.bfloat16, 40 * sms, weight_dtype=torch.float32).single_pass
     assert not wide[9 * sms].const_n  # (the plain op's: as measured, N at run time)
-    fused = {m: config_for(4096, torch.bfloat16, m, True, weight_dtype=torch.float32) for m in (1, 9 * sms, 40 * sms)}
+    fused = {m: zoned_config(4096, torch.bfloat16, m, True, weight_dtype=torch.float32) for m in (1, 9 * sms, 40 * sms)}
     assert fused[1].weight_first and fused[1].const_n and fused[1].hoist_loads
     assert fused[9 * sms].stream_hints and fused[9 * sms].const_n and not fused[9 * sms].hoist_loads
     assert fused[40 * sms] == wide[40 * sms]  # (the same two-pass kernel for both ops)
@@ -645,18 +648,27 @@ def test_split_kernel_publishes_its_partial_from_the_thread_that_releases_it():
 
 
 def test_stream_hints_reach_the_compiled_kernel():
-    """The CPU interpreter ignores eviction policies, so the bit tests cannot see them: compiled for sm_90, the
-    config `config_for` picks inside the stream zone loads rows evict_first and the weight evict_last and stores
-    evict_first, and the one outside it carries no policy."""
+    """The CPU interpreter ignores eviction policies, so the bit tests cannot see them: compiled for sm_90, a config
+    of the stream zone loads rows evict_first and the weight evict_last and stores evict_first; one that `config_for`
+    gives stream_loads (outputs that fit the L2) loads the same way and stores without a policy; one with neither
+    (outputs beyond the L2 share, outside the zone) carries no policy."""
     import re
 
-    hinted, plain = _ptx_for_sm90("for m in (4096, 1):\n"
-                                  "    cfg = config_for(4096, torch.bfloat16, m)\n"
-                                  "    emit(cfg.stream_hints, launch_for(4096, cfg, False))\n")
-    assert hinted.strip().startswith("True") and plain.strip().startswith("False")
-    accesses = {name: set(re.findall(r"(?:ld|st)\.global[\w:.]*", ptx)) for name, ptx in (("h", hinted), ("p", plain))}
-    assert {"ld.global.L1::evict_first.L2::cache_hint.v4.b32", "ld.global.L1::evict_last.L2::cache_hint.v4.b32",
-            "st.global.L1::evict_first.L2::cache_hint.v4.b32"} <= accesses["h"], accesses["h"]
+    hinted, loads, plain = _ptx_for_sm90(
+        "from ridgeline.kernels.rmsnorm_config import zoned_config\n"
+        "hinted = zoned_config(4096, torch.bfloat16, 4096)\n"
+        "emit(hinted.stream_hints and not hinted.stream_loads, launch_for(4096, hinted, False))\n"
+        "for m in (1, 4096):\n"
+        "    cfg = config_for(8192, torch.bfloat16, m)\n"
+        "    emit(cfg.stream_loads and not cfg.stream_hints, launch_for(8192, cfg, False))\n")
+    assert [t.strip().split()[0] for t in (hinted, loads, plain)] == ["True", "True", "False"]
+    accesses = {name: set(re.findall(r"(?:ld|st)\.global[\w:.]*", ptx))
+                for name, ptx in (("h", hinted), ("l", loads), ("p", plain))}
+    first_load = "ld.global.L1::evict_first.L2::cache_hint.v4.b32"
+    last_load = "ld.global.L1::evict_last.L2::cache_hint.v4.b32"
+    assert {first_load, last_load, "st.global.L1::evict_first.L2::cache_hint.v4.b32"} <= accesses["h"], accesses["h"]
+    assert {first_load, last_load} <= accesses["l"], accesses["l"]
+    assert not [a for a in accesses["l"] if a.startswith("st") and "evict" in a], accesses["l"]
     assert not [a for a in accesses["p"] if "evict" in a], accesses["p"]
 
 
@@ -691,3 +703,36 @@ def test_old_interpreters_convert_loop_bounds_as_triton_3_7_does():
     patched(Tensor, scope)
     assert scope.names.count("__index__") == 2  # Triton's own conversion, then the squeezing one over it
     assert scope.attrs["__index__"](Tensor()) == 7
+
+
+def test_stream_loads_follow_the_l2_rule():
+    """One pass with 16-bit outputs takes stream_loads (and drops stream hints) while the call's outputs fit in
+    STREAM_LOADS_L2_SHARE of the L2; nothing else of the zoned config changes. Not two passes, split rows, the FP8
+    epilogues (not measured there), nor beyond the share."""
+    from ridgeline.kernels.rmsnorm_config import STREAM_LOADS_L2_SHARE, _l2_bytes_hint, config_for, zoned_config
+
+    limit = STREAM_LOADS_L2_SHARE * _l2_bytes_hint()
+    seen = set()
+    for n in (4096, 4100, 5120, 5125, 7168, 8192, 16384, 20000, 32768, 65536, 700):
+        for m in (1, 16, 128, 1024, 1500, 2048, 4096, 16384):
+            for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                for fused in (False, True):
+                    for wdtype, quant in ((None, 0), (torch.float32, 0), (None, 1), (None, 2)):
+                        zoned = zoned_config(n, dtype, m, fused, wdtype, quant)
+                        cfg = config_for(n, dtype, m, fused, wdtype, quant)
+                        fits = m * n * dtype.itemsize * (2 if fused else 1) <= limit
+                        want = zoned.single_pass and not quant and fits
+                        assert cfg.stream_loads == want, (n, m, dtype, fused, wdtype, quant)
+                        if want:
+                            assert not cfg.stream_hints
+                            assert cfg == dataclasses.replace(zoned, stream_loads=True, stream_hints=False)
+                        else:
+                            assert cfg == zoned
+                        seen.add((want, zoned.stream_hints))
+    assert seen == {(True, True), (True, False), (False, True), (False, False)}  # every case was reached
+    # The measured edges on the H200 (60 MiB L2): 32 MiB of outputs gained, 39-40 MiB lost.
+    if _l2_bytes_hint() == 60 * 2**20:
+        assert config_for(4096, torch.bfloat16, 4096).stream_loads  # 32 MiB
+        assert config_for(8192, torch.bfloat16, 1024, fused=True).stream_loads  # 32 MiB
+        assert not config_for(20000, torch.bfloat16, 1024).stream_loads  # 39 MiB
+        assert not config_for(5120, torch.bfloat16, 2048, fused=True).stream_loads  # 40 MiB

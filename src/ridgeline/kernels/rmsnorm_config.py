@@ -470,10 +470,33 @@ _TUNED_FUSED: dict[tuple[int, int], dict] = {
 }
 
 
+# One pass with 16-bit outputs: the row loads evict_first (`stream_loads`) while the call's outputs take at most this
+# share of the L2. Measured (session 11, graph-cold with every call writing the same outputs, as the bench's and a
+# serving graph's calls do; h200-explore-s11-ab-{plain,fused}.json, against no hint): outputs up to 32 MiB gained
+# 2-10% (plain 128x4096 2.16 vs 2.45 us, 4096x4096 16.92 vs 18.41, 2048x8192 17.14 vs 18.48; fused 16x4096 2.00 vs
+# 2.27, 256x4096 3.27 vs 3.58, 1024x8192 17.52 vs 18.19), 1024x5125 even; from 39-40 MiB they cost 0.4-14% (plain
+# 1024x20000 23.95 vs 23.51, 4096x8192 36.08 vs 34.67; fused 2048x5120 22.95 vs 22.36, 4096x5125 57.89 vs 50.77):
+# the outputs no longer stay in the L2 beside the streamed rows. Inside the plain op's stream zone it replaces
+# stream_hints (4096x4096 16.92 vs 17.43 us, 4096x4100 18.09 vs 18.53; 2048x5120 11.01 vs 10.87). Graph-hot decode
+# rows even (fused 1x4096 1.62 both, 1x8192 2.05 vs 2.11; h200-explore-s11-decode-hot-fused.json); cold-eager
+# within -3%/+1% at these sizes (h200-explore-s11-ab-*-eager.json). Not the FP8 epilogues (not measured).
+STREAM_LOADS_L2_SHARE = 0.55
+
+
 def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
                weight_dtype: torch.dtype | None = None, quant: int = 0) -> LaunchConfig:
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
+    cfg = zoned_config(n, dtype, m, fused, weight_dtype, quant)
+    out_bytes = m * n * dtype.itemsize * (2 if fused else 1)
+    if not quant and cfg.single_pass and out_bytes <= STREAM_LOADS_L2_SHARE * _l2_bytes_hint():
+        return _stream_loads(cfg)
+    return cfg
+
+
+def zoned_config(n: int, dtype: torch.dtype, m: int, fused: bool = False,
+                 weight_dtype: torch.dtype | None = None, quant: int = 0) -> LaunchConfig:
+    """`config_for` before its L2 rule (STREAM_LOADS_L2_SHARE): the rules by rows per SM, weight and epilogue."""
     cfg = launch_config(n, dtype, fused)
     sms = _sm_count_hint()
     if cfg.split:
@@ -576,6 +599,11 @@ def _stream(cfg: LaunchConfig) -> LaunchConfig:
 
 
 @functools.lru_cache(maxsize=256)
+def _stream_loads(cfg: LaunchConfig) -> LaunchConfig:
+    return dataclasses.replace(cfg, stream_loads=True, stream_hints=False)
+
+
+@functools.lru_cache(maxsize=256)
 def _hoisted(cfg: LaunchConfig) -> LaunchConfig:
     return dataclasses.replace(cfg, hoist_loads=True)
 
@@ -588,6 +616,14 @@ def _const_n(cfg: LaunchConfig) -> LaunchConfig:
 @functools.lru_cache(maxsize=256)
 def _lean(cfg: LaunchConfig) -> LaunchConfig:
     return dataclasses.replace(cfg, weight_first=False, max_registers=cfg.lean_max_registers)
+
+
+@functools.lru_cache(maxsize=1)
+def _l2_bytes_hint() -> int:
+    """L2 bytes of the current GPU (60 MiB on an H200) for the L2 rule; 60 MiB where there is none."""
+    if torch.cuda.is_available() and not _INTERPRETED:
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return 60 * 2**20
 
 
 @functools.lru_cache(maxsize=1)
