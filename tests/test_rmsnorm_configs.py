@@ -114,7 +114,7 @@ def test_candidates_fit_the_row_and_include_the_default(n):
     # (the tuned knobs of a default are set on top of a swept config)
     untuned = dataclasses.replace(launch_config(n, torch.bfloat16), max_registers=0, lean_zone=(0, 0),
                                   lean_max_registers=0, stream_zone=(0, 0), two_pass_zone=(0, 0),
-                                  const_n_zone=(0, 0))
+                                  const_n_zone=(0, 0), stream_loads_zone=(0, 1 << 40))
     assert untuned in cands or n < 128  # tiny rows: the default is below the sweep
     for cfg in cands:
         if cfg.single_pass:
@@ -467,7 +467,9 @@ def test_the_one_block_of_8192_columns_compiles_in_its_hidden_size_where_measure
             assert fused.const_n and fused.max_registers == 32 and fused.block_n == 8192, m
             plain = config_for(8192, dtype, m)
             assert plain.const_n == (m > 2 * sms), m
-            assert dataclasses.replace(plain, const_n=True) == fused  # (otherwise the same launch)
+            # (otherwise the same launch, but for L2 hints: the plain op's stream_loads start beyond 2 rows per SM)
+            assert dataclasses.replace(plain, const_n=True, stream_loads=fused.stream_loads,
+                                       stream_loads_zone=fused.stream_loads_zone) == fused
             for quant in (1, 2):
                 assert not config_for(8192, dtype, m, fused=True, quant=quant).const_n
             assert not config_for(8192, dtype, m, fused=True, weight_dtype=torch.float32).const_n
@@ -658,7 +660,7 @@ def test_stream_hints_reach_the_compiled_kernel():
         "from ridgeline.kernels.rmsnorm_config import zoned_config\n"
         "hinted = zoned_config(4096, torch.bfloat16, 4096)\n"
         "emit(hinted.stream_hints and not hinted.stream_loads, launch_for(4096, hinted, False))\n"
-        "for m in (1, 4096):\n"
+        "for m in (1024, 4096):\n"
         "    cfg = config_for(8192, torch.bfloat16, m)\n"
         "    emit(cfg.stream_loads and not cfg.stream_hints, launch_for(8192, cfg, False))\n")
     assert [t.strip().split()[0] for t in (hinted, loads, plain)] == ["True", "True", "False"]
@@ -708,10 +710,17 @@ def test_old_interpreters_convert_loop_bounds_as_triton_3_7_does():
 def test_stream_loads_follow_the_l2_rule():
     """One pass with 16-bit outputs takes stream_loads (and drops stream hints) while the call's outputs fit in
     STREAM_LOADS_L2_SHARE of the L2; nothing else of the zoned config changes. Not two passes, split rows, the FP8
-    epilogues (not measured there), nor beyond the share."""
-    from ridgeline.kernels.rmsnorm_config import STREAM_LOADS_L2_SHARE, _l2_bytes_hint, config_for, zoned_config
+    epilogues (not measured there), beyond the share, nor the plain op's one block of 8192 up to 2 rows per SM (lost
+    at graph-hot decode rows)."""
+    from ridgeline.kernels.rmsnorm_config import (
+        STREAM_LOADS_L2_SHARE,
+        _l2_bytes_hint,
+        _sm_count_hint,
+        config_for,
+        zoned_config,
+    )
 
-    limit = STREAM_LOADS_L2_SHARE * _l2_bytes_hint()
+    limit, sms = STREAM_LOADS_L2_SHARE * _l2_bytes_hint(), _sm_count_hint()
     seen = set()
     for n in (4096, 4100, 5120, 5125, 7168, 8192, 16384, 20000, 32768, 65536, 700):
         for m in (1, 16, 128, 1024, 1500, 2048, 4096, 16384):
@@ -721,7 +730,9 @@ def test_stream_loads_follow_the_l2_rule():
                         zoned = zoned_config(n, dtype, m, fused, wdtype, quant)
                         cfg = config_for(n, dtype, m, fused, wdtype, quant)
                         fits = m * n * dtype.itemsize * (2 if fused else 1) <= limit
-                        want = zoned.single_pass and not quant and fits
+                        # (the plain op's one block of 8192: only beyond 2 rows per SM, where decode is not)
+                        zone = not (n == 8192 and not fused and dtype.itemsize == 2 and m <= 2 * sms)
+                        want = zoned.single_pass and not quant and fits and zone
                         assert cfg.stream_loads == want, (n, m, dtype, fused, wdtype, quant)
                         if want:
                             assert not cfg.stream_hints

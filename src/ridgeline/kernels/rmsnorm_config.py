@@ -94,6 +94,8 @@ class LaunchConfig:
     # hint), as inductor's kernels load rows they read once: the outputs, which the next kernel reads, are not the
     # first to leave L2. Ignored under stream_hints. Changes no bit.
     stream_loads: bool = False
+    # Rows per SM (lo, hi] where `config_for` may set stream_loads (its L2 rule decides within).
+    stream_loads_zone: tuple[int, int] = (0, 1 << 40)
     # The hidden size compiled in as a constant (one kernel per hidden size): the two-pass loops then unroll, with
     # every chunk's loads in flight at once, and loads the masks switch off wholly drop out.
     const_n: bool = False
@@ -453,7 +455,7 @@ JOINT_MAX_ROWS_PER_SM = 16
 _TUNED: dict[tuple[int, int], dict] = {
     (4096, 2): {"lean_zone": (6, 8)},
     (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
-    (8192, 2): {"max_registers": 32, "const_n_zone": (2, 1 << 40)},
+    (8192, 2): {"max_registers": 32, "const_n_zone": (2, 1 << 40), "stream_loads_zone": (2, 1 << 40)},
 }
 # The fused op's one block of 8192 16-bit columns with the hidden size compiled in (const_n: masks fold away; no bit
 # changes since session 8's host-side 1/N). Graph-cold on the H200 (h200-explore-s9-w8k-rows-fused.json): faster at
@@ -466,7 +468,7 @@ _TUNED: dict[tuple[int, int], dict] = {
 # 4096-column rule's layout, gained 0-2.8% from 16 rows per SM for both ops but cost the fused op 3-6% at decode
 # rows graph-hot, 1x 2.19 vs 2.11, 16x 2.30 vs 2.17: not taken.)
 _TUNED_FUSED: dict[tuple[int, int], dict] = {
-    (8192, 2): {"const_n": True},
+    (8192, 2): {"const_n": True, "stream_loads_zone": (0, 1 << 40)},  # (the plain op's zone: see config_for)
 }
 
 
@@ -479,7 +481,10 @@ _TUNED_FUSED: dict[tuple[int, int], dict] = {
 # the outputs no longer stay in the L2 beside the streamed rows. Inside the plain op's stream zone it replaces
 # stream_hints (4096x4096 16.92 vs 17.43 us, 4096x4100 18.09 vs 18.53; 2048x5120 11.01 vs 10.87). Graph-hot decode
 # rows even (fused 1x4096 1.62 both, 1x8192 2.05 vs 2.11; h200-explore-s11-decode-hot-fused.json); cold-eager
-# within -3%/+1% at these sizes (h200-explore-s11-ab-*-eager.json). Not the FP8 epilogues (not measured).
+# within -3%/+1% at these sizes (h200-explore-s11-ab-*-eager.json). Not the FP8 epilogues (not measured). Not the
+# plain op's one block of 8192 up to 2 rows per SM (its stream_loads_zone): graph-hot decode rows there lost 3-8%
+# (16x8192 2.17 vs 1.99 us, 32x 2.23 vs 2.06, 256x 3.13 vs 3.00; h200-bench-rmsnorm-decode-s11-call6.json against
+# session 10's), while the fused op's decode rows held (18/18, within -3%/+2%).
 STREAM_LOADS_L2_SHARE = 0.55
 
 
@@ -489,7 +494,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = zoned_config(n, dtype, m, fused, weight_dtype, quant)
     out_bytes = m * n * dtype.itemsize * (2 if fused else 1)
-    if not quant and cfg.single_pass and out_bytes <= STREAM_LOADS_L2_SHARE * _l2_bytes_hint():
+    if (not quant and cfg.single_pass and out_bytes <= STREAM_LOADS_L2_SHARE * _l2_bytes_hint()
+            and _in_zone(cfg.stream_loads_zone, m, _sm_count_hint())):
         return _stream_loads(cfg)
     return cfg
 
