@@ -1,23 +1,24 @@
-# Prepared at the end of session 10 for the next GPU session (not run yet). Run as:
+# Prepared at the end of session 11 for the next GPU session (not run yet). Run as:
 #   RIDGELINE_GIT_SHA=<sha> RIDGELINE_GIT_DIRTY=0 bash scripts/device/next.sh   (carry .whl)
-# What session 10 left open (docs/perf/rmsnorm.md, "Session 10"):
-# (1) the fused op's rows of 7168: one block of 16 warps with hoisted loads took 1x7168 from 2.62 to 2.42 us graph-cold,
-#     but session 10's explore stopped after that shape. Every candidate at 128, 1024 and 4096 rows (shape set w7k-mid;
-#     the explore writes its JSON after each shape, so a time limit keeps the finished ones). 4096x7168 is 0.98-0.99x
-#     the best peer for both ops.
-# (2) the fused op at 128x4096, graph-cold: 2.72 us against torch.compile's 2.57-2.59 in three runs. Every candidate
-#     of ours there (and at 64 and 256 rows) to see whether any layout reaches it, before reading torch.compile's kernel
-#     (TORCH_LOGS=output_code) for what it does differently.
-# (3) the fused op with an fp32 weight at 4096 columns: since session 10 its chunks of 2048 keep their hoisted loads
-#     where the weight is loaded first (up to 2 rows per SM), chosen without a measurement (unhoisted, with a 16-bit
-#     weight, they lost 7-19% at 1-256 rows); hoisted against not, graph-hot and graph-cold, and the GPU zone tests.
+# What session 11 left open (docs/perf/rmsnorm.md, "Session 11"):
+# (1) Full stream hints beyond the L2 share. In session 11's A/B (outputs shared, as the bench writes them) they beat
+#     no hint at the shapes the sweep still loses to torch.compile: plain 4096x7168 29.89 vs 30.76 us (torch.compile
+#     30.02-30.19), 4096x8192 34.10 vs 34.67 (33.94), 3072x8192 26.13 vs 26.67; fused 4096x7168 58.66 vs 58.86. Session
+#     6 had measured the opposite at 4096x8192 with separate outputs, and stream hints cost cold-eager time at 16384+
+#     rows of 4096 then. The A/B again, graph-cold and cold-eager, at 7168 and 8192 from 2048 to 16384 rows.
+# (2) The FP8 epilogues with stream_loads (the dynamic one here, `--quant`) (not measured; config_for leaves them out): the A/B at small shapes.
+# (3) Host time per eager call (the cold-eager small cells of session 11 carried 45-60 us of host time against
+#     19-27 us measured before): the host regime for both ops.
 # ~6 minutes of device time.
 source scripts/device/setup.sh
 set -o pipefail
-timeout 200 python3 scripts/explore_rmsnorm.py $OUT/explore-w7k-mid-fused.json --shapes w7k-mid --hoist --fused --budget 0.05 2>&1 | tail -5
-timeout 120 python3 scripts/explore_rmsnorm.py $OUT/explore-fused-128.json --shapes fused-128 --hoist --const-n --fused --budget 0.1 2>&1 | tail -5
-TORCH_LOGS=output_code timeout 60 ridgeline bench fused_add_rmsnorm --impl torch-compile --shapes 128x4096 --regime graph-cold --budget 0.1 > $OUT/torch-compile-fused-128.log 2>&1; echo "tc code rc=$?"
-timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-wfp32-w4k-decode-hot-fused.json --shapes w4k-decode --wdtype fp32 --const-n --hoist --fused --regime graph-hot --budget 0.05 2>&1 | tail -5
-timeout 60 python3 scripts/explore_rmsnorm.py $OUT/explore-wfp32-w4k-small-fused.json --shapes w4k-small --wdtype fp32 --const-n --hoist --fused --budget 0.1 2>&1 | tail -4
-timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_rmsnorm_configs.py -k 4096 2>&1 | tail -2
+E="python3 scripts/explore_rmsnorm.py"
+timeout 120 $E $OUT/ab-wide-plain.json --shapes l2-beyond --ab-stream-loads --shared-out --budget 0.1 2>&1 | tail -1
+timeout 150 $E $OUT/ab-wide-fused.json --shapes l2-beyond --ab-stream-loads --fused --shared-out --budget 0.1 2>&1 | tail -1
+timeout 90 $E $OUT/ab-wide-plain-eager.json --shapes l2-beyond --ab-stream-loads --regime cold-eager --budget 0.1 2>&1 | tail -1
+timeout 60 $E $OUT/ab-fp8-dynamic.json --shapes fused-small --ab-stream-loads --quant --shared-out --budget 0.05 2>&1 | tail -1
+timeout 60 $E $OUT/ab-fp8-dynamic-fused.json --shapes fused-small --ab-stream-loads --quant --fused --shared-out --budget 0.05 2>&1 | tail -1
+for op in rmsnorm fused_add_rmsnorm; do
+  timeout 60 ridgeline bench $op --shapes 1x4096,16x4096,1024x4096,4096x4096 --regime host --budget 0.2 --json $OUT/host_$op.json > $OUT/host_$op.log 2>&1; echo "$op host rc=$?"
+done
 echo done
