@@ -475,8 +475,9 @@ _TUNED_FUSED: dict[tuple[int, int], dict] = {
 # One pass with 16-bit outputs: the row loads evict_first (`stream_loads`) while the call's outputs take at most this
 # share of the L2. Measured (session 11, graph-cold with every call writing the same outputs, as the bench's and a
 # serving graph's calls do; h200-explore-s11-ab-{plain,fused}.json, against no hint): outputs up to 32 MiB gained
-# 2-10% (plain 128x4096 2.16 vs 2.45 us, 4096x4096 16.92 vs 18.41, 2048x8192 17.14 vs 18.48; fused 16x4096 2.00 vs
-# 2.27, 256x4096 3.27 vs 3.58, 1024x8192 17.52 vs 18.19), 1024x5125 even; from 39-40 MiB they cost 0.4-14% (plain
+# 2-10% (plain 256x4096 2.69 vs 2.86 us, 4096x4096 16.92 vs 18.41, 2048x8192 17.14 vs 18.48; fused 256x4096 3.27 vs
+# 3.58, 1024x8192 17.52 vs 18.19; and against the defaults, h200-explore-s11-{plain,fused}-small.json: plain
+# 128x4096 2.16 vs 2.45, fused 16x4096 2.00 vs 2.26), 1024x5125 even; from 39-40 MiB they cost 0.4-14% (plain
 # 1024x20000 23.95 vs 23.51, 4096x8192 36.08 vs 34.67; fused 2048x5120 22.95 vs 22.36, 4096x5125 57.89 vs 50.77):
 # the outputs no longer stay in the L2 beside the streamed rows. Inside the plain op's stream zone it replaces
 # stream_hints (4096x4096 16.92 vs 17.43 us, 4096x4100 18.09 vs 18.53; 2048x5120 11.01 vs 10.87). Graph-hot decode
