@@ -4,15 +4,16 @@ Usage (on the GPU): python scripts/explore_rmsnorm.py OUT.json [--fused] [--regi
                     [--shapes sweep|decode|decode-lite|wide|wide-lite|w32k|w32k-lite|large|aligned|cliff|odd|
                               small|small-zone|zone|w16k|w8k16k[-fused]|w8k-decode|w4k-large|hoist[-lite]|const-n|stream-odd|
                               stream-mid|stream-fp16|joint|joint-wide|joint-odd|tiny] [--focus]
-                    [--budget S] [--dry] [--quant [dynamic|static]] [--dtype bf16|fp16] [--wdtype bf16|fp32] [--two-pass]
-                    [--unroll] [--stream] [--stream-loads] [--const-n] [--hoist] [--shared-out]
+                    [--budget S] [--dry] [--quant [dynamic|static]] [--dtype bf16|fp16] [--wdtype bf16|fp32]
+                    [--two-pass] [--unroll] [--stream] [--stream-loads] [--const-n] [--hoist] [--shared-out]
 Each (shape, config) is checked against the float64 reference first, then timed; results are written as they
 come; the last lines printed are the best config per shape beside the current heuristic. Candidates come from
 `candidate_configs(n)`; --focus times only the default with weight-first on/off and a 32-register cap on/off
 (split rows: the weight's timing and the two-pass kernel; one-pass rows of 16K columns: the split configs).
 Inputs rotate over sets (each with its own weight) like the bench's graph-cold regime. --quant times the dynamic
 FP8 epilogue (per-row scales; --focus then also tries the two-pass grid and a 64-register cap on wide rows, and
-the row's max reduced with its sum, joint_max); --quant static, the static one (one scale). --stream adds every one-pass candidate with L2 stream hints.
+the row's max reduced with its sum, joint_max); --quant static, the static one (one scale). --stream adds every
+one-pass candidate with L2 stream hints.
 """
 
 from __future__ import annotations

@@ -189,8 +189,8 @@ def test_a_config_whose_unmasked_pieces_run_past_the_row_is_refused():
 @pytest.mark.parametrize("n", [700, 5120, 4100, 20000])
 def test_fp8_knobs_leave_the_bits_alone(n):
     """The FP8 epilogue's knobs (weight first or loaded once after the reduction, the row's max reduced with its
-    sum or after it, register cap, persistent grid, two-pass grid) give the same bits and scales: the row count may
-    choose between them."""
+    sum or after it, register cap, persistent grid, two-pass grid, L2 hints) give the same bits and scales: the row
+    count may choose between them."""
     from ridgeline.kernels.rmsnorm import config_for
 
     m = 5
@@ -200,9 +200,10 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     assert not config_for(n, torch.bfloat16, 100000, quant=2).weight_first  # beyond one wave: weight after
     base = config_for(n, torch.bfloat16, m, fused=True, quant=2)
     knobs = [dataclasses.replace(base, weight_first=wf, max_registers=regs, programs_per_sm=per_sm,
-                                 joint_max=joint, stream_hints=stream)
+                                 joint_max=joint, stream_hints=stream, stream_loads=loads)
              for wf in ((False, True) if base.single_pass else (False,)) for regs in (0, 64) for per_sm in (0, 1)
-             for joint in ((False, True) if wf else (False,)) for stream in (False, True)]
+             for joint in ((False, True) if wf else (False,))
+             for stream, loads in ((False, False), (True, False), (False, True))]
     outs = []
     for quant, scale in ((2, torch.empty(m, device=DEVICE)), (1, torch.tensor([0.01], device=DEVICE))):
         for cfg in knobs:
@@ -710,10 +711,10 @@ def test_old_interpreters_convert_loop_bounds_as_triton_3_7_does():
 
 
 def test_stream_loads_follow_the_l2_rule():
-    """One pass with 16-bit outputs takes stream_loads (and drops stream hints) while the call's outputs fit in
-    STREAM_LOADS_L2_SHARE of the L2; nothing else of the zoned config changes. Not two passes, split rows, the FP8
-    epilogues (not measured there), beyond the share, nor the plain op's one block of 8192 up to 2 rows per SM (lost
-    at graph-hot decode rows)."""
+    """One pass takes stream_loads (and drops stream hints) while the rows the call reads fit in
+    STREAM_LOADS_L2_SHARE of the L2, FP8 epilogues included; nothing else of the zoned config changes. Not two
+    passes, split rows, beyond the share, nor the plain op's one block of 8192 up to 2 rows per SM (lost at graph-hot
+    decode rows)."""
     from ridgeline.kernels.rmsnorm_config import (
         STREAM_LOADS_L2_SHARE,
         _l2_bytes_hint,
@@ -734,7 +735,7 @@ def test_stream_loads_follow_the_l2_rule():
                         fits = m * n * dtype.itemsize * (2 if fused else 1) <= limit
                         # (the plain op's one block of 8192: only beyond 2 rows per SM, where decode is not)
                         zone = not (n == 8192 and not fused and dtype.itemsize == 2 and m <= 2 * sms)
-                        want = zoned.single_pass and not quant and fits and zone
+                        want = zoned.single_pass and fits and zone
                         assert cfg.stream_loads == want, (n, m, dtype, fused, wdtype, quant)
                         if want:
                             assert not cfg.stream_hints
@@ -749,3 +750,9 @@ def test_stream_loads_follow_the_l2_rule():
         assert config_for(8192, torch.bfloat16, 1024, fused=True).stream_loads  # 32 MiB
         assert not config_for(20000, torch.bfloat16, 1024).stream_loads  # 39 MiB
         assert not config_for(5120, torch.bfloat16, 2048, fused=True).stream_loads  # 40 MiB
+        # FP8 (session 12): 32 MiB read gained (4096x4096, fused 2048x4096), 64 MiB read did not (fused 4096x4096)
+        for quant in (1, 2):
+            assert config_for(4096, torch.bfloat16, 4096, quant=quant).stream_loads
+        assert config_for(4096, torch.bfloat16, 2048, fused=True, quant=2).stream_loads
+        assert not config_for(4096, torch.bfloat16, 4096, fused=True, quant=2).stream_loads
+        assert not config_for(8192, torch.bfloat16, 4096, quant=1).stream_loads

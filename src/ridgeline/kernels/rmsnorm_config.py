@@ -472,20 +472,25 @@ _TUNED_FUSED: dict[tuple[int, int], dict] = {
 }
 
 
-# One pass with 16-bit outputs: the row loads evict_first (`stream_loads`) while the call's outputs take at most this
-# share of the L2. Measured (session 11, graph-cold with every call writing the same outputs, as the bench's and a
-# serving graph's calls do; h200-explore-s11-ab-{plain,fused}.json, against no hint): outputs up to 32 MiB gained
-# 2-10% (plain 256x4096 2.69 vs 2.86 us, 4096x4096 16.92 vs 18.41, 2048x8192 17.14 vs 18.48; fused 256x4096 3.27 vs
-# 3.58, 1024x8192 17.52 vs 18.19; and against the defaults, h200-explore-s11-{plain,fused}-small.json: plain
-# 128x4096 2.16 vs 2.45, fused 16x4096 2.00 vs 2.26), 1024x5125 even; from 39-40 MiB they cost 0.4-14% (plain
-# 1024x20000 23.95 vs 23.51, 4096x8192 36.08 vs 34.67; fused 2048x5120 22.95 vs 22.36, 4096x5125 57.89 vs 50.77):
-# the outputs no longer stay in the L2 beside the streamed rows. Inside the plain op's stream zone it replaces
-# stream_hints (4096x4096 16.92 vs 17.43 us, 4096x4100 18.09 vs 18.53; 2048x5120 11.01 vs 10.87). Graph-hot decode
-# rows even (fused 1x4096 1.62 both, 1x8192 2.05 vs 2.11; h200-explore-s11-decode-hot-fused.json); cold-eager
-# within -3%/+1% at these sizes (h200-explore-s11-ab-*-eager.json). Not the FP8 epilogues (not measured). Not the
-# plain op's one block of 8192 up to 2 rows per SM (its stream_loads_zone): graph-hot decode rows there lost 3-8%
-# (16x8192 2.17 vs 1.99 us, 32x 2.23 vs 2.06, 256x 3.13 vs 3.00; h200-bench-rmsnorm-decode-s11-call6.json against
-# session 10's), while the fused op's decode rows held (18/18, within -3%/+2%).
+# One pass: the row loads evict_first (`stream_loads`) while the rows the call reads (x, and the residual) take at most
+# this share of the L2. Measured (session 11, 16-bit outputs, graph-cold with every call writing the same outputs, as
+# the bench's and a serving graph's calls do; h200-explore-s11-ab-{plain,fused}.json, against no hint): rows up to
+# 32 MiB gained 2-10% (plain 256x4096 2.69 vs 2.86 us, 4096x4096 16.92 vs 18.41, 2048x8192 17.14 vs 18.48; fused
+# 256x4096 3.27 vs 3.58, 1024x8192 17.52 vs 18.19; and against the defaults, h200-explore-s11-{plain,fused}-small.json:
+# plain 128x4096 2.16 vs 2.45, fused 16x4096 2.00 vs 2.26), 1024x5125 even; from 39-40 MiB they cost 0.4-14% (plain
+# 1024x20000 23.95 vs 23.51, 4096x8192 36.08 vs 34.67; fused 2048x5120 22.95 vs 22.36, 4096x5125 57.89 vs 50.77).
+# With 16-bit outputs the bytes written equal the bytes read; the FP8 epilogues (session 12, h200-explore-s12-ab-
+# fp8-*.json) write half (the fused op three quarters) and place the edge at the bytes read, not written: up to 32 MiB
+# read they gained 3-10% (static 16x4096 1.97 vs 2.17 us, 2048x8192 14.90 vs 16.29, 4096x4096 15.01 vs 15.91;
+# dynamic 16x4096 2.00 vs 2.21, 4096x4096 16.78 vs 17.65; fused dynamic 16x4096 2.49 vs 2.76, 2048x4096 16.90 vs
+# 18.05, 1024x8192 17.85 vs 19.15; 1024x4096 even), at 64 MiB read (32-48 MiB written) -1.6%..+5% (static 4096x8192
+# 29.46 vs 29.16, fused 8192x4096 62.15 vs 59.28), at 128 MiB -1..-6%. Inside the plain op's stream zone it
+# replaces stream_hints (4096x4096 16.92 vs 17.43 us, 4096x4100 18.09 vs 18.53; 2048x5120 11.01 vs 10.87).
+# Graph-hot decode rows even (fused 1x4096 1.62 both, 1x8192 2.05 vs 2.11; h200-explore-s11-decode-hot-fused.json);
+# cold-eager within -3%/+1% at these sizes (h200-explore-s11-ab-*-eager.json; FP8: -3%/+9%, h200-explore-s12-ab-
+# fp8-*-eager.json). Not the plain op's one block of 8192 up to 2 rows per SM (its stream_loads_zone): graph-hot
+# decode rows there lost 3-8% (16x8192 2.17 vs 1.99 us, 32x 2.23 vs 2.06, 256x 3.13 vs 3.00; h200-bench-rmsnorm-
+# decode-s11-call6.json against session 10's), while the fused op's decode rows held (18/18, within -3%/+2%).
 STREAM_LOADS_L2_SHARE = 0.55
 
 
@@ -494,8 +499,8 @@ def config_for(n: int, dtype: torch.dtype, m: int, fused: bool = False,
     """The configuration a call on m rows of n columns launches: `launch_config`, with the knobs that change no
     bit set for m, the weight's dtype and the FP8 epilogue (quant, see `kernel_constexprs`)."""
     cfg = zoned_config(n, dtype, m, fused, weight_dtype, quant)
-    out_bytes = m * n * dtype.itemsize * (2 if fused else 1)
-    if (not quant and cfg.single_pass and out_bytes <= STREAM_LOADS_L2_SHARE * _l2_bytes_hint()
+    rows_read = m * n * dtype.itemsize * (2 if fused else 1)
+    if (cfg.single_pass and rows_read <= STREAM_LOADS_L2_SHARE * _l2_bytes_hint()
             and _in_zone(cfg.stream_loads_zone, m, _sm_count_hint())):
         return _stream_loads(cfg)
     return cfg
