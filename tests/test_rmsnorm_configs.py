@@ -273,9 +273,9 @@ def test_fp8_joint_max_reduction(n):
 def test_joint_max_and_stream_hints_follow_the_measured_rules():
     """Where the H200 runs measured them faster (kernels/rmsnorm_config.py, JOINT_MAX_ROWS_PER_SM, STREAM_COLUMNS):
     joint_max for the plain dynamic FP8 op up to 16 rows per SM (rows of pieces: beyond one row per SM), a weight
-    no wider than x; stream hints for the plain 16-bit op at 4096-5120 columns from 8 to 32 rows per SM (the lean
-    zone, below, decides first). Nowhere else. (The zones by rows per SM, `zoned_config`: where the outputs fit the L2,
-    `config_for` trades stream hints for stream_loads, test_stream_loads_follow_the_l2_rule.)"""
+    no wider than x; stream hints for the plain 16-bit op at 4096-5120 and 7168 columns from 8 to 32 rows per SM
+    (the lean zone, below, decides first). Nowhere else. (The zones by rows per SM, `zoned_config`: where the rows
+    fit the L2, `config_for` trades stream hints for stream_loads, test_stream_loads_follow_the_l2_rule.)"""
     from ridgeline.kernels.rmsnorm_config import _sm_count_hint, zoned_config
 
     bf16, sms = torch.bfloat16, _sm_count_hint()
@@ -287,17 +287,21 @@ def test_joint_max_and_stream_hints_follow_the_measured_rules():
         assert not zoned_config(4096, bf16, m, weight_dtype=torch.float32, quant=2).joint_max
     assert not zoned_config(4096, bf16, 16 * sms + 1, quant=2).joint_max
     assert not zoned_config(4096, bf16, 1, quant=1).joint_max
-    for n in (4096, 5120, 4100):
+    for n in (4096, 5120, 4100, 7168):
         assert zoned_config(n, bf16, 8 * sms + 1).stream_hints, n
         assert zoned_config(n, torch.float16, 32 * sms).stream_hints, n
         assert not zoned_config(n, bf16, 8 * sms).stream_hints, n
         assert not zoned_config(n, bf16, 32 * sms + 1).stream_hints, n
         assert zoned_config(n, bf16, 4096, fused=True).stream_hints == (n == 4096), n  # (the chunks of 2048)
+        assert zoned_config(n, bf16, 32 * sms, fused=True).stream_hints == (n == 4096), n
         assert zoned_config(n, bf16, 4096, weight_dtype=torch.float32).stream_hints == (n == 4096), n
         for quant in (1, 2):
             assert not zoned_config(n, bf16, 4096, quant=quant).stream_hints, (n, quant)
-    for n in (2048, 4095, 5125, 7168, 8192, 16384):
+    for n in (2048, 4095, 5125, 7167, 7169, 8192, 16384):
         assert not zoned_config(n, bf16, 4096).stream_hints, n
+    # (7168 columns: the one block of 8192; where the rows fit the L2 share, stream_loads replace the hints)
+    from ridgeline.kernels.rmsnorm_config import config_for
+    assert config_for(7168, bf16, 2048).stream_loads and config_for(7168, bf16, 4096).stream_hints
     assert not zoned_config(4096, torch.float32, 4096).stream_hints
     # The lean zone (4096 columns: 6-8 rows per SM) ends where the stream zone starts: lean there, never both.
     lean = zoned_config(4096, bf16, 8 * sms)
