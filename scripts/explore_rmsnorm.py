@@ -143,6 +143,8 @@ def main() -> None:
                     help="every input set writes the same output tensors, as the bench's out-of-place calls do (each "
                          "call's outputs come from the graph's pool at the same address, so they stay in L2); by "
                          "default each set has its own outputs")
+    ap.add_argument("--warps", type=int, default=0,
+                    help="also time every one-pass candidate with this many warps (other bits: a layout study)")
     ap.add_argument("--reverse", action="store_true",
                     help="time each shape's candidates in reverse order (the default last): checks that the order "
                          "of timing does not favour the first")
@@ -217,6 +219,7 @@ def main() -> None:
               "l2-fit-eager": [(1024, 4096), (4096, 4096), (1024, 8192), (4096, 8192), (2048, 5120), (16, 4096)],
               "w8k-fused-mid": [(1024, 8192), (4096, 8192)],
               "plain-lost": [(16384, 8192), (4096, 7168)],
+              "w7k-16w": [(m, 7168) for m in (1, 128, 1024, 4096, 16384)],
               "plain-lost-eager": [(4096, 7168), (4096, 8192), (16384, 8192)],
               "plain-small": [(128, 4096), (256, 4096), (256, 8192)],
               "fused-const-n": [(m, 4096) for m in (1, 16, 128, 256, 1024, 4096, 16384, 65536)]
@@ -268,6 +271,8 @@ def main() -> None:
         if args.stream_loads:
             cands = cands + [dataclasses.replace(c, stream_loads=True) for c in cands
                              if c.single_pass and not c.stream_hints]
+        if args.warps:
+            cands = cands + [dataclasses.replace(c, num_warps=args.warps) for c in cands if c.single_pass]
         cands = list(dict.fromkeys(cands))
         if args.reverse:
             cands.reverse()
