@@ -14,8 +14,12 @@ E="python3 scripts/explore_rmsnorm.py"
 timeout 70 $E $OUT/w7k-focus-fused.json --shapes w7k-16w --focus --warps 16 --fused --shared-out --budget 0.1 2>&1 | tail -1
 timeout 70 $E $OUT/w7k-focus-fused-eager.json --shapes w7k-16w --focus --warps 16 --fused --regime cold-eager --budget 0.1 2>&1 | tail -1
 timeout 50 $E $OUT/w7k-focus-decode-hot.json --shapes w7k-rows --focus --warps 16 --shared-out --regime graph-hot --budget 0.05 2>&1 | tail -1
-for impl in ridgeline torch-compile; do
-  timeout 110 ridgeline profile rmsnorm --impl $impl --shape 4096x7168 --ncu --no-kineto --out /tmp/prof_$impl > /dev/null 2>&1
-  tar czf $OUT/sass_$impl.tgz -C /tmp prof_$impl 2>/dev/null; echo "$impl rc=$?"
-done
+# (ours: `ridgeline profile` writes its SASS under --out; inductor compiles outside triton.jit, so its cubins are taken
+# from inductor's cache and disassembled with cuobjdump)
+timeout 110 ridgeline profile rmsnorm --impl ridgeline --shape 4096x7168 --no-kineto --out /tmp/prof_ours > /dev/null 2>&1
+tar czf $OUT/prof_ours.tgz -C /tmp prof_ours; echo "ours rc=$?"
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
+timeout 110 ridgeline bench rmsnorm --impl torch-compile --shapes 4096x7168 --regime graph-cold --budget 0.05 > /dev/null 2>&1
+for c in $(find /tmp/inductor-cache -name "*.cubin" | head -4); do cuobjdump -sass $c; done > $OUT/inductor_sass.txt
+find /tmp/inductor-cache -name "*.py" -path "*triton*" | head -4 | xargs cat > $OUT/inductor_kernels.py; echo "inductor rc=$?"
 echo done
