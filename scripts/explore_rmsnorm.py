@@ -226,13 +226,13 @@ def main() -> None:
               + [(m, 7168) for m in (1, 128, 1024, 4096)] + [(m, 5120) for m in (1, 1024, 4096)],
               "cliff": [(m, 4096) for m in (256, 512, 768, 1024, 1280, 1536, 2048, 4096)]
               + [(m, 8192) for m in (256, 512, 1024, 2048)] + [(m, 5120) for m in (512, 1024, 4096)]}[args.shapes]
+    quant = {None: 0, "static": 1, "dynamic": 2}[args.quant]  # (kernel_constexprs' QUANT)
     results = []
     for m, n in shapes:
-        row_bytes = (3 if args.fused else 1) * 2 + (1 if args.quant else 2)
-        bytes_moved = row_bytes * m * n + wdtype.itemsize * n + (4 * m if args.quant == "dynamic" else 0)
+        row_bytes = (3 if args.fused else 1) * 2 + (1 if quant else 2)
+        bytes_moved = row_bytes * m * n + wdtype.itemsize * n + (4 * m if quant == 2 else 0)
         count = 1 if args.regime != "graph-cold" or bytes_moved >= 4 * L2_BYTES else min(
             2048, math.ceil(3 * L2_BYTES / bytes_moved))
-        quant = {None: 0, "static": 1, "dynamic": 2}[args.quant]
         sets = make_sets(m, n, dtype, args.fused, count, device, quant, wdtype)
         if args.shared_out:
             sets = [(s[0], s[1], sets[0][2], sets[0][3], s[4], sets[0][5]) for s in sets]
@@ -243,7 +243,7 @@ def main() -> None:
         ref = base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
         default = config_for(n, dtype, m, args.fused, weight_dtype=wdtype, quant=quant)
         if args.focus:
-            cands = focus_configs(default, args.quant, args.fused, n)
+            cands = focus_configs(default, bool(quant), args.fused, n)
         else:  # (--const-n alone: the default and its variants only)
             cands = [default] if args.const_n else candidate_configs(n)
         if args.ab_stream_loads:
@@ -293,7 +293,7 @@ def main() -> None:
                 if device == "cuda":
                     torch.cuda.synchronize()
                 got = sets[0][2].double()
-                if args.quant:  # dequantized: within an e4m3 half-ulp (2^-4 relative) of the reference
+                if quant:  # dequantized: within an e4m3 half-ulp (2^-4 relative) of the reference
                     got = got * (STATIC_SCALE if quant == 1 else sets[0][5].double()[:, None])
                     err = ((got - ref).abs() / (ref.abs() + 1e-2)).max().item()
                 else:

@@ -297,7 +297,7 @@ def register_config(n: int, dtype: torch.dtype, fused: bool = False) -> LaunchCo
                        hoist_loads=fused and bool(b) and dtype.itemsize == 2)
     if b and cfg.width() > WIDE_ONE_PASS:
         cfg = dataclasses.replace(cfg, lean_zone=(1, 1 << 40))
-    if not fused and dtype.itemsize == 2 and STREAM_COLUMNS[0] <= n <= STREAM_COLUMNS[1]:
+    if not fused and dtype.itemsize == 2 and any(lo <= n <= hi for lo, hi in STREAM_COLUMNS):
         cfg = dataclasses.replace(cfg, stream_zone=STREAM_ZONE)
     tuned = {**_TUNED.get((n, dtype.itemsize), {}), **(_TUNED_FUSED.get((n, dtype.itemsize), {}) if fused else {})}
     return dataclasses.replace(cfg, **tuned) if tuned else cfg
@@ -434,7 +434,13 @@ def two_pass_config(fused: bool) -> LaunchConfig:
 # (within +-1% at 4096 columns, 3-4% slower at 8192 and 16384). Since session 10 rows of 4096 are chunks of 2048
 # (`chunked_config`) with their own stream zone, for both ops and an fp32 weight (measured there); this rule now
 # reaches the one block of 4096 only through the FP8 epilogues, which drop it (`_quant`).
-STREAM_COLUMNS = (4096, 5120)
+# The one block of 7168 joined in session 12: beyond the L2 rule's share (2414 rows) and up to 32 rows per SM,
+# graph-cold with shared outputs (as the bench writes them), stream hints beat no hint in two runs (3072x7168 23.26 vs
+# 24.02 us, 4096x7168 30.04 vs 30.84, h200-explore-s12-ab-wide-plain.json; 4096x7168 29.89 vs 30.76 in session 11's
+# h200-explore-s11-ab-plain.json) and cost 0.3-1.2% cold-eager (27.42 vs 27.09, 34.46 vs 34.37: h200-explore-s12-ab-
+# wide-plain-eager.json). Not at 8192 (graph-cold +1.4-2.0%, cold-eager -2.4-4.4%), not beyond 32 rows per SM
+# (cold-eager -3-8%: 16384x7168 124.75 vs 117.63), not the fused op (within 0.4%, same records).
+STREAM_COLUMNS = ((4096, 5120), (7168, 7168))
 STREAM_ZONE = (8, 32)
 # The plain dynamic FP8 op reduces a row's max with its sum (joint_max, weight first) up to 16 rows per SM: faster
 # at every measured row count up to 2048 (1024x4096 5.96 vs 6.93 us, 2048x8192 17.10 vs 19.04), even at 4096
@@ -452,16 +458,9 @@ JOINT_MAX_ROWS_PER_SM = 16
 # (6 programs of 8 warps per SM instead of 8), so 793-1056 rows take two waves instead of one; at 5120, 48
 # (5 per SM) against 32 for the lean variant capped at 32 registers (8 per SM). At 8192 a 32-register cap keeps
 # weight-first at 4 programs per SM without spilling (39 registers: 3).
-# The plain op's one block of 7168 takes the stream zone too (session 12): beyond the L2 rule's share (2414 rows) and up
-# to 32 rows per SM, graph-cold with shared outputs (as the bench writes them), stream hints beat no hint in two runs
-# (3072x7168 23.26 vs 24.02 us, 4096x7168 30.04 vs 30.84, h200-explore-s12-ab-wide-plain.json; 4096x7168 29.89 vs
-# 30.76 in session 11's h200-explore-s11-ab-plain.json) and cost 0.3-1.2% cold-eager (27.42 vs 27.09, 34.46 vs 34.37:
-# h200-explore-s12-ab-wide-plain-eager.json). Not at 8192 (graph-cold +1.4-2.0%, cold-eager -2.4-4.4%), not beyond 32
-# rows per SM (cold-eager -3-8%: 16384x7168 124.75 vs 117.63), not the fused op (within 0.4%, same records).
 _TUNED: dict[tuple[int, int], dict] = {
     (4096, 2): {"lean_zone": (6, 8)},
     (5120, 2): {"lean_zone": (5, 8), "lean_max_registers": 32},
-    (7168, 2): {"stream_zone": STREAM_ZONE},
     (8192, 2): {"max_registers": 32, "const_n_zone": (2, 1 << 40), "stream_loads_zone": (2, 1 << 40)},
 }
 # The fused op's one block of 8192 16-bit columns with the hidden size compiled in (const_n: masks fold away; no bit
@@ -475,7 +474,6 @@ _TUNED: dict[tuple[int, int], dict] = {
 # 4096-column rule's layout, gained 0-2.8% from 16 rows per SM for both ops but cost the fused op 3-6% at decode
 # rows graph-hot, 1x 2.19 vs 2.11, 16x 2.30 vs 2.17: not taken.)
 _TUNED_FUSED: dict[tuple[int, int], dict] = {
-    (7168, 2): {"stream_zone": (0, 0)},  # (the plain op's zone, above)
     (8192, 2): {"const_n": True, "stream_loads_zone": (0, 1 << 40)},  # (the plain op's zone: see config_for)
 }
 
