@@ -24,14 +24,14 @@ from pathlib import Path
 import torch
 
 from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
-from ridgeline.kernels.rmsnorm import (
+from ridgeline.ops.rmsnorm.kernel import (
     _rms_norm_kernel,
     _rms_norm_split_kernel,
     kernel_constexprs,
     row_alignments,
     split_constexprs,
 )
-from ridgeline.kernels.rmsnorm_config import LaunchConfig, candidate_configs, config_for, launch_config
+from ridgeline.ops.rmsnorm.rules import LaunchConfig, candidate_configs, config_for, launch_config
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,

@@ -28,9 +28,9 @@ import torch
 import triton
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
-from ridgeline.kernels._launch import interpreter_enabled
-from ridgeline.kernels.rmsnorm import _launch
-from ridgeline.kernels.rmsnorm_config import (
+from ridgeline.lib.launch import interpreter_enabled
+from ridgeline.ops.rmsnorm.kernel import _launch
+from ridgeline.ops.rmsnorm.rules import (
     LaunchConfig,
     candidate_configs,
     chunked_candidates,
@@ -39,7 +39,7 @@ from ridgeline.kernels.rmsnorm_config import (
     split_candidates,
     two_pass_config,
 )
-from ridgeline.specs.rmsnorm import DECODE, SWEEP
+from ridgeline.ops.rmsnorm.spec import DECODE, SWEEP
 
 L2_BYTES = 60 * 2**20
 # The static FP8 epilogue's scale: y (about N(0,1) x N(0,1)) / 0.2 stays below e4m3's 448, so the check sees no

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from ridgeline.kernels import _fastlaunch, rmsnorm
+from ridgeline.lib import fastlaunch as _fastlaunch
+from ridgeline.ops.rmsnorm import kernel as rmsnorm
 
 CALLS = 2000
 REPEATS = 7

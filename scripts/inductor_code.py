@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from ridgeline.peers.torch_native import hf_fused_add_rms_norm, hf_rms_norm
+from ridgeline.ops.rmsnorm.peers.torch_native import hf_fused_add_rms_norm, hf_rms_norm
 
 
 def main() -> None:

@@ -22,9 +22,9 @@ import triton
 import triton.language as tl
 
 from ridgeline.harness.timing import time_graph
-from ridgeline.kernels.rmsnorm import _launch
-from ridgeline.kernels.rmsnorm_config import LaunchConfig, config_for
-from ridgeline.peers.torch_native import hf_rms_norm
+from ridgeline.ops.rmsnorm.kernel import _launch
+from ridgeline.ops.rmsnorm.peers.torch_native import hf_rms_norm
+from ridgeline.ops.rmsnorm.rules import LaunchConfig, config_for
 
 
 @triton.jit

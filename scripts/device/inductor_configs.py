@@ -14,8 +14,8 @@ import sys
 
 import torch
 
-from ridgeline import registry
-from ridgeline.specs.base import Case
+from ridgeline.core import registry
+from ridgeline.core.spec import Case
 
 
 def main() -> None:

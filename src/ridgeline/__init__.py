@@ -1,38 +1,66 @@
 """ridgeline: a kernel engineer's workbench for NVIDIA GPUs, and a library of Triton kernels.
 
-Kernels: rms_norm, fused_add_rms_norm. Tools: check, bench, probe (also as the `ridgeline` command).
+Kernels (each op package's EXPORTS): rms_norm, fused_add_rms_norm, rms_norm_dynamic_quant.
+The contract API for an op of your own: OpSpec, Case, Cost, Tolerance (see ridgeline.core.spec).
+Tools: check, bench, probe, profile (also as the `ridgeline` command).
 Kernel modules are imported on first use, so the CLI can choose Triton's CPU interpreter before they load.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from ridgeline.core.spec import Case, Cost, Impl, OpSpec, Tolerance
 
 __version__ = "0.1.0"
 
-_KERNELS = {name: "ridgeline.kernels.rmsnorm" for name in ("rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant")}
+
+def _exports() -> dict[str, str]:
+    """Public kernel functions of every op package: name -> module (the packages are light to import)."""
+    import ridgeline.ops as ops
+
+    out: dict[str, str] = {}
+    for info in pkgutil.iter_modules(ops.__path__):
+        out.update(getattr(importlib.import_module(f"ridgeline.ops.{info.name}"), "EXPORTS", {}))
+    return out
 
 
 def __getattr__(name: str) -> Any:
-    if name in _KERNELS:
-        import importlib
-
-        return getattr(importlib.import_module(_KERNELS[name]), name)
+    if not name.startswith("_"):
+        module = _exports().get(name)
+        if module is not None:
+            return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'ridgeline' has no attribute {name!r}")
 
 
-def check(*args: Any, **kwargs: Any):
-    """Run the correctness harness (see ridgeline.harness.correctness.check)."""
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_exports()))
+
+
+def check(op: str | OpSpec, impls: Iterable[str] | None = None, dtypes: Iterable[Any] | None = None,
+          device: Any = None, cases: Iterable[Case] | None = None, seed: int = 0, on_result: Any = None) -> list:
+    """Prove implementations of `op` (a name, `FILE.py:SPEC` or an OpSpec) right on its edge cases (or `cases`):
+    float64 reference, NaN-poisoned outputs, inputs untouched, determinism, batch invariance, fresh inputs.
+    Returns one CheckResult per (implementation, case); `impls` defaults to ours."""
     from ridgeline.harness.correctness import check as _check
 
-    return _check(*args, **kwargs)
+    return _check(op, impls, dtypes, device, cases, seed, on_result)
 
 
-def bench(*args: Any, **kwargs: Any):
-    """Check, then time implementations of an op (see ridgeline.harness.bench.bench); returns the run record."""
+def bench(op: str | OpSpec | None = None, impls: Iterable[str] | None = None, shapes: Any = None,
+          dtypes: Iterable[Any] | None = None, regimes: Iterable[str] = ("auto",), variants: Iterable[str] = ("",),
+          budget_s: float | None = None, baseline: str | None = None, json_path: Path | str | None = None,
+          resume: Path | str | None = None, **kwargs: Any):
+    """Check, then time implementations of `op` one honest way on the measured roofline; returns the run record
+    (also written to JSON and the SQLite store). `shapes` is a shape-set name or a list of shapes; `resume`
+    continues a killed run from its record. More options: ridgeline.harness.bench.bench."""
     from ridgeline.harness.bench import bench as _bench
 
-    return _bench(*args, **kwargs)
+    return _bench(op, impls, shapes, dtypes, regimes, variants, budget_s, baseline, json_path, resume, **kwargs)
 
 
 def probe(refresh: bool = False, quick: bool = False) -> dict[str, Any]:
@@ -42,4 +70,5 @@ def probe(refresh: bool = False, quick: bool = False) -> dict[str, Any]:
     return device_profile(refresh=refresh, quick=quick)
 
 
-__all__ = ["probe", "rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "check", "bench", "__version__"]
+__all__ = ["OpSpec", "Case", "Cost", "Tolerance", "Impl", "check", "bench", "probe", "rms_norm",
+           "fused_add_rms_norm", "rms_norm_dynamic_quant", "__version__"]

@@ -17,15 +17,13 @@ from typing import Any
 
 import torch
 
-from ridgeline import registry
+from ridgeline.core import registry
+from ridgeline.core.spec import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
 from ridgeline.harness.correctness import check_case, only_batch_variance
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
 from ridgeline.records.record import RunRecord, load_record, measurement_key
-from ridgeline.specs.base import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
 
-# "auto": hot graph replay below this many elements (launch-bound shapes, FACTS.md's method), cold eager above.
-AUTO_GRAPH_BELOW_ELEMENTS = 4 * 1024 * 1024
 # graph-cold rotates input sets until they hold this multiple of the L2 (so every call starts cold).
 ROTATE_L2_MULTIPLE = 3
 FLOOR_OF_REGIME = {"cold-eager": "cold-eager", "graph-cold": "graph", "graph-hot": "graph", "host": "host"}
@@ -45,13 +43,19 @@ class BenchPlan:
     seed: int = 0
 
     def settings(self) -> dict[str, Any]:
-        return {"op": self.op, "impls": self.impls, "shapes": [list(s) for s in self.shapes],
+        spec = registry.get_spec(self.op)
+        out = {"op": spec.name, "impls": self.impls, "shapes": [list(s) for s in self.shapes],
                 "dtypes": [dtype_name(d) for d in self.dtypes], "regimes": self.regimes,
                 "variants": self.variants, "budget_s": self.budget_s, "baseline": self.baseline, "seed": self.seed}
+        where = registry.origin(spec.name)
+        if where:  # a user's op: resume, report and compare load it from here
+            out["spec_file"] = where
+        return out
 
     @classmethod
     def from_settings(cls, s: dict[str, Any]) -> BenchPlan:
-        return cls(s["op"], list(s["impls"]), [tuple(x) for x in s["shapes"]], [parse_dtype(d) for d in s["dtypes"]],
+        return cls(s.get("spec_file") or s["op"], list(s["impls"]), [tuple(x) for x in s["shapes"]],
+                   [parse_dtype(d) for d in s["dtypes"]],
                    list(s["regimes"]), list(s.get("variants", [""])), float(s["budget_s"]), s["baseline"],
                    int(s.get("seed", 0)))
 
@@ -59,7 +63,8 @@ class BenchPlan:
         return [Case(tuple(s), d, v) for s in self.shapes for d in self.dtypes for v in self.variants]
 
 
-def regimes_for(requested: Sequence[str], case: Case, device: torch.device) -> list[str]:
+def regimes_for(requested: Sequence[str], case: Case, device: torch.device, spec: OpSpec | None = None) -> list[str]:
+    """The regimes a case is timed in: `auto` is the op's own rule (OpSpec.auto_regime); no GPU means `cpu`."""
     for r in requested:
         if r != "auto" and (r not in REGIMES or r == "cpu"):
             raise ValueError(f"regime: expected auto or one of {', '.join(REGIMES[:-1])}, got {r!r}")
@@ -68,7 +73,9 @@ def regimes_for(requested: Sequence[str], case: Case, device: torch.device) -> l
     out: list[str] = []
     for r in requested:
         if r == "auto":
-            r = "graph-hot" if math.prod(case.shape) < AUTO_GRAPH_BELOW_ELEMENTS else "cold-eager"
+            if spec is None:
+                raise ValueError("regime: 'auto' needs the op's contract to choose")
+            r = spec.auto_regime(case)
         if r not in REGIMES or r == "cpu":
             raise ValueError(f"regime: expected auto or one of {', '.join(REGIMES[:-1])} on a GPU, got {r!r}")
         if r not in out:
@@ -99,7 +106,7 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
         return time_host(_bound(impl.fn, spec, inputs), plan.budget_s)
     sets = [inputs]
     if regime == "graph-cold":
-        cost = spec.cost(case.shape, case.dtype, case.variant)
+        cost = spec.cost_of(case)
         l2 = profile.get("l2_bytes") or 64 * 2**20
         if cost.bytes < 4 * l2:
             want = min(4096, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(cost.bytes, 1)))
@@ -109,14 +116,14 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
 
 def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
     """Fill bytes, flops, GB/s, TFLOP/s, % of roof, SOL and % of SOL from the spec's cost and the probe."""
-    cost = spec.cost(case.shape, case.dtype, case.variant)
+    cost = spec.cost_of(case)
     med = m["median_us"]
-    m.update(bytes=cost.bytes, flops=cost.flops)
+    m.update(bytes=cost.bytes, flops=cost.flops, compute_unit=cost.unit)
     device_time = m["regime"] not in ("host",)
     m["gbps"] = cost.bytes / med / 1e3 if device_time and med > 0 else None
     m["tflops"] = cost.flops / med / 1e6 if device_time and med > 0 else None
     copy = profile.get("copy_gbps")
-    peak = (profile.get("tflops") or {}).get(getattr(spec, "compute_unit", "fp32"))
+    peak = (profile.get("tflops") or {}).get(cost.unit)
     floor = (profile.get("floors_us") or {}).get(FLOOR_OF_REGIME.get(m["regime"], ""), None)
     m["floor_us"] = floor
     if copy and device_time:
@@ -148,7 +155,8 @@ def annotate_speedups(record: RunRecord, baseline: str) -> None:
 
 
 def count_tasks(plan: BenchPlan, device: torch.device) -> int:
-    return sum(len(plan.impls) * (1 + len(regimes_for(plan.regimes, c, device))) for c in plan.cases())
+    spec = registry.get_spec(plan.op)
+    return sum(len(plan.impls) * (1 + len(regimes_for(plan.regimes, c, device, spec))) for c in plan.cases())
 
 
 def run_bench(
@@ -163,17 +171,17 @@ def run_bench(
     impls = [registry.resolve(plan.op, n) for n in plan.impls]
     tick = progress or (lambda desc: None)
     for case in plan.cases():
-        regimes = regimes_for(plan.regimes, case, device)
+        regimes = regimes_for(plan.regimes, case, device, spec)
         passing: list[Impl] = []
         caveats: dict[str, str] = {}
         for impl in impls:
             tick(f"check {impl.name} {case.label()}")
-            key = (plan.op, impl.name, tuple(case.shape), dtype_name(case.dtype), case.variant)
+            key = (spec.name, impl.name, tuple(case.shape), dtype_name(case.dtype), case.variant)
             done = record.find_check(key)
             if done is None:
                 result = check_case(spec, impl, case, device, plan.seed).to_dict()
                 if not result["passed"]:  # the failure first: a kill between the two saves loses nothing
-                    record.add_failure({**_failure_base(plan.op, impl, case), "regime": "", "stage": "check",
+                    record.add_failure({**_failure_base(spec.name, impl, case), "regime": "", "stage": "check",
                                         "reason": "; ".join(result["reasons"])})
                 record.add_check(result)
                 done = result
@@ -189,20 +197,20 @@ def run_bench(
                 tick(f"time {impl.name} {case.label()} {regime}")
                 if impl not in passing:
                     continue
-                key = measurement_key({**_failure_base(plan.op, impl, case), "regime": regime})
+                key = measurement_key({**_failure_base(spec.name, impl, case), "regime": regime})
                 if record.has_measurement(key) or record.has_failure(key, "time"):
                     continue
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile)
                 except Exception as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    record.add_failure({**_failure_base(plan.op, impl, case), "regime": regime, "stage": "time",
+                    record.add_failure({**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
                                         "reason": reason})
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()
                     continue
-                m = {**_failure_base(plan.op, impl, case), "source": impl.source, **timing.to_dict()}
+                m = {**_failure_base(spec.name, impl, case), "source": impl.source, **timing.to_dict()}
                 if impl.name in caveats:
                     m["caveat"] = caveats[impl.name]
                 place_on_roofline(m, spec, case, profile)
@@ -259,8 +267,13 @@ def make_plan(
         plan.baseline = DEFAULT_BASELINE if DEFAULT_BASELINE in plan.impls else (peers or plan.impls)[0]
     for name in plan.impls:
         registry.resolve(op, name)
+    spec.check_dtypes(plan.dtypes)
+    if not plan.shapes:
+        raise ValueError(f"shapes: the plan has no shapes; name a set ({', '.join(spec.shape_sets)}) or MxN,...")
+    for shape in plan.shapes:
+        spec.check_shape(tuple(shape))
     for case in plan.cases()[:1]:
-        regimes_for(plan.regimes, case, device)
+        regimes_for(plan.regimes, case, device, spec)
     for v in plan.variants:
         if any(part not in spec.variants for part in v.split("+") if part):
             raise ValueError(f"variant: {op} knows {', '.join(repr(k) for k in spec.variants if k)} "
@@ -293,7 +306,7 @@ def bench(
     `resume` continues a killed run from its record: finished checks and measurements are kept, not redone.
     """
     from ridgeline.harness.probe import device_profile
-    from ridgeline.paths import default_db, default_run_path
+    from ridgeline.records.paths import default_db, default_run_path
     from ridgeline.records.store import Store
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

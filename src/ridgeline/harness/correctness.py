@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ridgeline.specs.base import Case, Impl, Inputs, OpSpec, dtype_name, shape_label
+from ridgeline.core.spec import Case, Impl, Inputs, OpSpec, dtype_name, shape_label
 
 # Cases bigger than this are compared in row chunks so the float64 reference fits in memory.
 CHUNK_ELEMENTS = 1 << 26
@@ -154,10 +154,8 @@ def _merge(total: OutputError | None, part: OutputError) -> OutputError:
 
 
 def _expected_dtypes(spec: OpSpec, inputs: Inputs) -> list[torch.dtype]:
-    """Each output's dtype: the spec's `output_dtype(name, inputs)` where it has one, else the first input's."""
-    first = next(v for k, v in inputs.items() if k in spec.batch_inputs)
-    declared = getattr(spec, "output_dtype", None)
-    return [declared(name, inputs) if declared else first.dtype for name in spec.outputs]
+    """Each output's dtype, as the contract says (OpSpec.output_dtype)."""
+    return [spec.output_dtype(name, inputs) for name in spec.outputs]
 
 
 def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
@@ -171,7 +169,7 @@ def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
     return outs
 
 
-def _check_values(spec, inputs, outs, result: CheckResult, tag: str) -> None:
+def _check_values(spec: OpSpec, case: Case, inputs: Inputs, outs, result: CheckResult, tag: str) -> None:
     dtypes = _expected_dtypes(spec, inputs)
     if len(outs) != len(spec.outputs):
         result.reasons.append(f"{tag}: returned {len(outs)} outputs, expected {len(spec.outputs)}")
@@ -186,10 +184,11 @@ def _check_values(spec, inputs, outs, result: CheckResult, tag: str) -> None:
     for sl in chunks:
         refs = spec.reference(spec.batch_subset(inputs, sl) if len(chunks) > 1 else inputs)
         for i, (name, out, ref, dt) in enumerate(zip(spec.outputs, outs, refs, dtypes)):
+            tol = spec.tolerance_for(case, name, dt)
             if len(chunks) > 1 and out.shape[1:] != ref.shape[1:]:
-                part = compare(name, out, ref, dt, spec.tolerance(dt, name))  # a shape mismatch, reported as such
+                part = compare(name, out, ref, dt, tol)  # a shape mismatch, reported as such
             else:
-                part = compare(name, out[sl] if len(chunks) > 1 else out, ref, dt, spec.tolerance(dt, name))
+                part = compare(name, out[sl] if len(chunks) > 1 else out, ref, dt, tol)
             errors[i] = _merge(errors[i], part)
     for name, out, e, dt in zip(spec.outputs, outs, errors, dtypes):
         if tag == "run":
@@ -238,7 +237,7 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     out_bytes = sum(v.numel() * v.element_size() for k, v in inputs.items() if k in spec.batch_inputs)
     _poison_allocator(device, out_bytes)
     outs = _run(spec, impl, inputs)
-    _check_values(spec, inputs, outs, result, "run")
+    _check_values(spec, case, inputs, outs, result, "run")
 
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor) and name not in impl.mutates:
@@ -268,7 +267,7 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     del inputs, pristine, outs, again
     fresh = spec.make_inputs(case, device, seed + 7919)
     _poison_allocator(device, out_bytes)
-    _check_values(spec, fresh, _run(spec, impl, fresh), result, "fresh inputs")
+    _check_values(spec, case, fresh, _run(spec, impl, fresh), result, "fresh inputs")
 
 
 def check(
@@ -281,7 +280,7 @@ def check(
     on_result=None,
 ) -> list[CheckResult]:
     """Check implementations of `op` on its edge cases (or the given cases); returns one result per pair."""
-    from ridgeline import registry
+    from ridgeline.core import registry
 
     spec = registry.get_spec(op)
     if device is None:
@@ -289,7 +288,10 @@ def check(
     impl_list = [registry.resolve(op, n) for n in impls] if impls else [
         i for i in registry.implementations(op) if i.source == "ours"
     ]
+    if not impl_list:
+        raise ValueError(f"impl: {spec.name} has no implementation of ridgeline's; name one with impls=[...]")
     dtype_list = list(dtypes) if dtypes else list(spec.dtypes)
+    spec.check_dtypes(dtype_list)
     given = list(cases) if cases is not None else None  # once: a generator would be spent by the first dtype
     results = []
     for dtype in dtype_list:

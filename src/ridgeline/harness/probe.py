@@ -17,8 +17,8 @@ import triton
 import triton.language as tl
 
 from ridgeline.harness.timing import time_cold_eager, time_graph, time_host
-from ridgeline.paths import cache_dir
 from ridgeline.records.env import nvml_state
+from ridgeline.records.paths import cache_dir
 
 PROFILE_SCHEMA = "ridgeline.device/1"
 

@@ -380,7 +380,7 @@ class KernelFamily:
 def _rmsnorm_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str) -> dict[str, Any]:
     import torch
 
-    from ridgeline.specs.rmsnorm import EPS, STRIDE_PAD
+    from ridgeline.ops.rmsnorm.spec import EPS, STRIDE_PAD
 
     n = shape[-1]
 
@@ -403,7 +403,7 @@ def _quant_of(op: str) -> int:
 
 def _rmsnorm_describe(shape: tuple[int, ...], dtype: Any, weight_dtype: Any = None, fused: bool = False,
                       quant: int = 0) -> str:
-    from ridgeline.kernels import rmsnorm as K
+    from ridgeline.ops.rmsnorm import kernel as K
 
     with _patched(_family_modules(K.__name__), {"_INTERPRETED": False}):  # the GPU's config, as the capture takes it
         return K.config_for(shape[-1], dtype, _numel(shape[:-1]), fused, weight_dtype, quant).describe()
@@ -413,7 +413,7 @@ def _rmsnorm_grid(shape: tuple[int, ...], dtype: Any, sm_count: int, weight_dtyp
                   quant: int = 0) -> int:
     import torch
 
-    from ridgeline.kernels import rmsnorm as K
+    from ridgeline.ops.rmsnorm import kernel as K
 
     with _patched(_family_modules(K.__name__), {"multiprocessor_count": lambda device: sm_count,
                                                  "_INTERPRETED": False}):
@@ -434,7 +434,7 @@ def _quant_meta_inputs(op: str, shape: tuple[int, ...], dtype: Any, variant: str
 def _rmsnorm_family(op: str) -> KernelFamily:
     fused, quant = op.startswith("fused_add"), _quant_of(op)
     meta = _quant_meta_inputs if quant else _rmsnorm_meta_inputs
-    return KernelFamily("ridgeline.kernels.rmsnorm", meta,
+    return KernelFamily("ridgeline.ops.rmsnorm.kernel", meta,
                         functools.partial(_rmsnorm_describe, fused=fused, quant=quant),
                         functools.partial(_rmsnorm_grid, fused=fused, quant=quant))
 
@@ -529,7 +529,7 @@ def capture_launches(op: str, impl: str, shape: Sequence[int], dtype: Any, varia
 
     import torch
 
-    from ridgeline.registry import get_spec, resolve
+    from ridgeline.core.registry import get_spec, resolve
 
     fam = FAMILIES.get(op)
     implementation = resolve(op, impl)
@@ -692,7 +692,7 @@ def aot_kernel_facts(op: str, impl: str, shape: tuple[int, ...], dtype_name: str
     if _interpreter_on():
         return _in_child(["aot", op, impl, "x".join(map(str, shape)), dtype_name, variant, str(arch),
                           str(out_dir), str(sm_count or 0)])
-    from ridgeline.specs.base import parse_dtype
+    from ridgeline.core.spec import parse_dtype
 
     sms = sm_count or DEFAULT_SM_COUNT.get(arch, 132)
     launches = capture_launches(op, impl, shape, parse_dtype(dtype_name), variant, sm_count=sms)
@@ -898,8 +898,8 @@ def profile(
 ) -> dict[str, Any]:
     """Collect what this machine allows about `impl` of `op` at `shape`; write files to out_dir; return the dict
     that `ridgeline report` renders (attach it to a run record's `profiles`)."""
-    from ridgeline.registry import get_spec, resolve
-    from ridgeline.specs.base import Case, dtype_name, parse_dtype
+    from ridgeline.core.registry import get_spec, resolve
+    from ridgeline.core.spec import Case, dtype_name, parse_dtype
 
     spec = get_spec(op)
     shape = tuple(int(d) for d in shape)
@@ -1071,7 +1071,7 @@ def attach_profile(prof: dict[str, Any], path: Path | str) -> str:
 def _child_main(argv: list[str]) -> int:
     """`aot OP IMPL SHAPE DTYPE VARIANT ARCH OUT SMS`: compile and print facts;
     `ncu OP IMPL SHAPE DTYPE VARIANT`: warm up, then one call inside cudaProfilerStart/Stop for ncu."""
-    from ridgeline.specs.base import parse_shape
+    from ridgeline.core.spec import parse_shape
 
     mode, op, impl, shape_text, dtype_text, variant = argv[:6]
     shape = parse_shape(shape_text)
@@ -1083,8 +1083,8 @@ def _child_main(argv: list[str]) -> int:
     if mode == "ncu":
         import torch
 
-        from ridgeline.registry import get_spec, resolve
-        from ridgeline.specs.base import Case, parse_dtype
+        from ridgeline.core.registry import get_spec, resolve
+        from ridgeline.core.spec import Case, parse_dtype
 
         spec, implementation = get_spec(op), resolve(op, impl)
         if not implementation.available:

@@ -98,7 +98,7 @@ def capture_env(argv: list[str] | None = None) -> dict[str, Any]:
         "command": shlex.join(argv if argv is not None else sys.argv),
         **git_state(),
     }
-    from ridgeline.kernels._launch import interpreter_enabled
+    from ridgeline.lib.launch import interpreter_enabled
 
     env["triton_interpret"] = interpreter_enabled()
     if torch.cuda.is_available():

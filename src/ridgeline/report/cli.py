@@ -170,10 +170,10 @@ def profile_command(
                                              "trace (default ./ridgeline-profile-OP-SHAPE)")] = None,
 ) -> None:
     """Profile one implementation at one shape: compile facts, occupancy, SASS, Nsight Compute, torch trace."""
+    from ridgeline.core.spec import parse_shape
     from ridgeline.harness.profile import attach_profile, default_out_dir
     from ridgeline.harness.profile import profile as run_profile
     from ridgeline.report import tables as T
-    from ridgeline.specs.base import parse_shape
 
     try:
         dims = parse_shape(shape)
@@ -205,7 +205,7 @@ def profile_command(
 
 def _update_store(path: Path) -> None:
     """Keep the store's copy of the run in step with its file, when the run is in the store."""
-    from ridgeline import paths
+    from ridgeline.records import paths
     from ridgeline.records.record import load_record
     from ridgeline.records.store import Store
 

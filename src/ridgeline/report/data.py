@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ridgeline import paths
+from ridgeline.records import paths
 from ridgeline.records.record import RunRecord, load_record
 
 DASH = "–"

@@ -1,0 +1,247 @@
+"""The `ridgeline` command: thin — parse, call the library, render with Rich."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+# Without a GPU the kernels run under Triton's CPU interpreter; it must be chosen before any kernel is decorated.
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from ridgeline.cli import render  # noqa: E402
+
+app = typer.Typer(
+    help="ridgeline: probe the GPU's ceilings, check and bench kernels on the measured roofline, report.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+
+
+if not sys.stdout.isatty():  # logs and pipes get full-width tables
+    console = Console(width=160)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+@app.command()
+def ops() -> None:
+    """List every op, its shape sets, and every registered implementation with its availability."""
+    from ridgeline.core import registry
+
+    specs = registry.specs()
+    console.print(render.ops_table(specs.values(), {name: registry.implementations(name) for name in specs}))
+
+
+def _parse_dtypes(dtypes: list[str] | None):
+    from ridgeline.core.spec import parse_dtype
+
+    return [parse_dtype(d) for d in dtypes] if dtypes else None
+
+
+def _parse_shapes(spec, shapes: str | None):
+    """'sweep' | 'decode' | 'edge' | '4096x4100,1x4096' -> a shape-set name or a list of shapes."""
+    from ridgeline.core.spec import parse_shape
+
+    if shapes is None:
+        return None
+    if shapes in spec.shape_sets:
+        return shapes
+    return [parse_shape(s) for s in shapes.split(",") if s.strip()]
+
+
+@app.command()
+def check(
+    op: Annotated[str, typer.Argument(help="op name (see `ridgeline ops`)")],
+    impl: Annotated[list[str] | None, typer.Option("--impl", help="registered name or file.py:fn; repeat")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="bf16, fp16, fp32; repeat")] = None,
+    shapes: Annotated[str | None, typer.Option(help="'edge' (default: every edge case) or shapes 7x769,...")] = None,
+    seed: Annotated[int, typer.Option(help="random seed of the inputs")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the results as JSON")] = None,
+) -> None:
+    """Prove implementations right: fp64 reference, edge cases, NaN/inf, determinism, batch invariance."""
+
+    from ridgeline.core import registry
+    from ridgeline.core.spec import Case
+    from ridgeline.harness.correctness import check as run_check
+
+    try:
+        spec = registry.get_spec(op)
+        dtypes = _parse_dtypes(dtype) or list(spec.dtypes)
+        parsed = _parse_shapes(spec, shapes)
+        cases = None
+        if isinstance(parsed, list):
+            cases = [Case(s, d) for d in dtypes for s in parsed]
+        elif isinstance(parsed, str) and parsed != "edge":
+            cases = [Case(s, d) for d in dtypes for s in spec.shapes(parsed)]
+        impls = impl or None
+        for name in impls or []:
+            registry.resolve(op, name)
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    results = []
+    with _progress() as progress:
+        task = progress.add_task(f"check {op} on {device}", total=None)
+
+        def on_result(r):
+            results.append(r)
+            progress.update(task, advance=1, description=f"{r.impl} {r.label}")
+
+        run_check(op, impls, dtypes, device, cases, seed, on_result=on_result)
+    console.print(render.check_table(results, f"check {op} on {device}"))
+    failed = [r for r in results if not r.passed]
+    console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    if json_out:
+        json_out.write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def bench(
+    op: Annotated[str | None, typer.Argument(help="op name (see `ridgeline ops`); omit with --resume")] = None,
+    impl: Annotated[list[str] | None, typer.Option("--impl", help="registered name or file.py:fn; repeat")] = None,
+    shapes: Annotated[str | None, typer.Option(help="sweep | decode | edge | cpu | 4096x4100,...")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="bf16 (default), fp16, fp32; repeat")] = None,
+    regime: Annotated[list[str] | None, typer.Option(
+        "--regime", help="auto | cold-eager | graph-cold | graph-hot | host; repeat")] = None,
+    variant: Annotated[list[str] | None, typer.Option("--variant", help="e.g. w-fp32, strided; repeat")] = None,
+    budget: Annotated[float | None, typer.Option(help="seconds of sampling per measurement")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="implementation the speedups are over (default: torch-eager when benched, else the first peer)")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the run record here")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue a killed run from its record")] = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite store (default: user data dir)")] = None,
+    refresh_probe: Annotated[bool, typer.Option(help="re-measure the device ceilings first")] = False,
+) -> None:
+    """Check, then time every implementation one honest way, on the measured roofline."""
+
+    from ridgeline.harness.bench import BenchPlan, count_tasks, make_plan
+    from ridgeline.harness.bench import bench as run_bench_api
+    from ridgeline.records.record import load_record
+
+    if op is None and resume is None:
+        _fail("op: name an op, or pass --resume RUN.json")
+    if resume is not None:
+        given = [name for name, v in (("OP", op), ("--impl", impl), ("--shapes", shapes), ("--dtype", dtype),
+                                      ("--regime", regime), ("--variant", variant), ("--budget", budget),
+                                      ("--baseline", baseline)) if v]
+        if given or refresh_probe:
+            _fail(f"resume: a resumed run keeps its own settings; drop {', '.join(given or ['--refresh-probe'])}")
+    try:
+        if resume is not None:
+            plan = BenchPlan.from_settings(load_record(resume).settings)
+        else:
+            from ridgeline.core import registry
+
+            parsed = _parse_shapes(registry.get_spec(op), shapes)
+            plan = make_plan(op, impl, parsed, _parse_dtypes(dtype), regime or ["auto"], variant or [""], budget,
+                             baseline)
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type != "cuda":
+        console.print("[yellow]No CUDA device: timing on the CPU (Triton interpreter / torch CPU). "
+                      "These figures say nothing about GPU speed.[/]")
+    with _progress() as progress:
+        task = progress.add_task("bench", total=count_tasks(plan, device))
+        record = run_bench_api(
+            json_path=json_path, resume=resume, db=db, argv=sys.argv, plan=plan, refresh_probe=refresh_probe,
+            progress=lambda desc: progress.update(task, advance=1, description=desc),
+        )
+    d = record.to_dict()
+    console.print(render.bench_table(d))
+    fails = render.failures_table(d)
+    if fails is not None:
+        console.print(fails)
+    console.print(f"run {record.run_id}: {len(d['measurements'])} measurements, {len(d['failures'])} failures; "
+                  f"record {record.path}")
+
+
+@app.command()
+def probe(
+    refresh: Annotated[bool, typer.Option(help="measure again instead of using the cached profile")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the device profile as JSON")] = False,
+    quick: Annotated[bool, typer.Option(help="smaller problems (faster, slightly lower ceilings)")] = False,
+) -> None:
+    """Measure this GPU's ceilings: bandwidth, FLOP/s per dtype, launch floors, ridge points."""
+
+    from ridgeline.harness.probe import device_profile
+
+    if not torch.cuda.is_available():
+        _fail("probe: no CUDA device here; ceilings can only be measured on a GPU")
+    if json_out:
+        print(json.dumps(device_profile(refresh=refresh, quick=quick), indent=1))
+        return
+    with console.status("probing") as status:
+        p = device_profile(refresh=refresh, quick=quick, log=lambda s: status.update(f"probing: {s}"))
+    console.print(render.probe_table(p))
+    console.print(f"[dim]profile cached at {p.get('cache_path')} (measured {p.get('measured_at')}, "
+                  f"{p.get('probe_seconds')} s)[/]")
+
+
+@app.command()
+def runs(
+    run_id: Annotated[str | None, typer.Argument(help="show this run (id or unique prefix)")] = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite store (default: user data dir)")] = None,
+    limit: Annotated[int, typer.Option(help="how many runs to list")] = 50,
+) -> None:
+    """List the stored runs, or show one."""
+    from ridgeline.records.paths import default_db
+    from ridgeline.records.store import Store
+
+    with Store(db or default_db()) as store:
+        if run_id is None:
+            console.print(render.runs_table(store.list_runs(limit)))
+            return
+        try:
+            record = store.get(run_id)
+        except ValueError as e:
+            _fail(str(e))
+    d = record.to_dict()
+    console.print(f"run {record.run_id} ({record.kind}), {record.created}, command: {record.command}")
+    if d["measurements"]:
+        console.print(render.bench_table(d))
+    fails = render.failures_table(d)
+    if fails is not None:
+        console.print(fails)
+
+
+def _register_optional_commands() -> None:
+    """Commands that live beside their library code (each module keeps its own options)."""
+    from ridgeline.report.cli import compare_command, profile_command, report_command
+    from ridgeline.vram.cli import vram_command
+
+    app.command("report")(report_command)
+    app.command("compare")(compare_command)
+    app.command("profile")(profile_command)
+    app.command("vram", help="VRAM budget for LLM serving: weights, KV cache, tokens that fit.")(vram_command)
+
+
+_register_optional_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

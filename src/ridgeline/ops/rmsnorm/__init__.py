@@ -1,0 +1,17 @@
+"""RMSNorm: plain, fused residual-add, and the FP8-quantizing epilogues (static and per-token dynamic scales).
+
+Importing this package registers the contracts (spec.py, spec_quant.py) and the implementations: ours (kernel.py,
+launched by the rules in rules.py) and the peers (peers/). Nothing here imports Triton until a kernel is used.
+"""
+
+import importlib
+
+from ridgeline.ops.rmsnorm import spec, spec_quant  # noqa: F401  (registers the ops and ours)
+
+# Peers, in the order tables list them: PyTorch first, then the vendors.
+for _peer in ("torch_native", "liger", "vllm", "flashinfer", "quack"):
+    importlib.import_module(f"ridgeline.ops.rmsnorm.peers.{_peer}")
+
+# Public functions of `ridgeline` this package provides (loaded on first use).
+EXPORTS = {name: "ridgeline.ops.rmsnorm.kernel" for name in ("rms_norm", "fused_add_rms_norm",
+                                                              "rms_norm_dynamic_quant")}

@@ -1,0 +1,105 @@
+"""PyTorch peers: the Hugging Face-style eager module, F.rms_norm, and torch.compile of the eager module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ridgeline.core.registry import Unavailable, register_impl
+
+# Every benchmarked shape is its own static graph; the default recompile limit (8) would silently fall back
+# to eager after a few shapes and make torch.compile look slow.
+COMPILE_RECOMPILE_LIMIT = 512
+
+
+def hf_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """LlamaRMSNorm.forward as Hugging Face transformers writes it (two roundings: y, then y * weight)."""
+    input_dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    return weight * h.to(input_dtype)
+
+
+def hf_fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The eager decoder-layer pattern: residual = x + residual; out = norm(residual)."""
+    residual_out = x + residual
+    return hf_rms_norm(residual_out, weight, eps), residual_out
+
+
+def _functional() -> Callable[..., Any]:
+    if not hasattr(torch.nn.functional, "rms_norm"):
+        raise Unavailable(f"torch {torch.__version__} has no torch.nn.functional.rms_norm (added in 2.4)")
+    rms = torch.nn.functional.rms_norm
+    return lambda x, weight, eps: rms(x, (x.shape[-1],), weight, eps)
+
+
+def _functional_fused() -> Callable[..., Any]:
+    rms = _functional()
+
+    def fused(x, residual, weight, eps):
+        residual_out = x + residual
+        return rms(residual_out, weight, eps), residual_out
+
+    return fused
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
+    def factory() -> Callable[..., Any]:
+        dynamo_config = torch._dynamo.config
+        for knob in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dynamo_config, knob):
+                setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
+        return torch.compile(fn, dynamic=False)
+
+    return factory
+
+
+register_impl("rmsnorm", "torch-eager", "peer", lambda: hf_rms_norm,
+              description="Hugging Face LlamaRMSNorm in eager PyTorch")
+register_impl("rmsnorm", "torch-F", "peer", _functional, description="torch.nn.functional.rms_norm")
+register_impl("rmsnorm", "torch-compile", "peer", _compiled(hf_rms_norm),
+              description="torch.compile(dynamic=False) of the Hugging Face module")
+register_impl("fused_add_rmsnorm", "torch-eager", "peer", lambda: hf_fused_add_rms_norm,
+              description="x + residual, then Hugging Face LlamaRMSNorm, eager")
+register_impl("fused_add_rmsnorm", "torch-F", "peer", _functional_fused,
+              description="x + residual, then torch.nn.functional.rms_norm")
+register_impl("fused_add_rmsnorm", "torch-compile", "peer", _compiled(hf_fused_add_rms_norm),
+              description="torch.compile(dynamic=False) of add + Hugging Face RMSNorm (fuses both)")
+
+
+# --- RMSNorm + FP8 quantization (float32 math, one rounding to FP8: the contract's semantics) -----------------
+_FP8_MAX = 448.0
+_MIN_SCALE = 1.0 / (448.0 * 512.0)
+
+
+def _norm_fp32(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float()
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+
+
+def eager_rms_norm_fp8(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor) -> torch.Tensor:
+    return (_norm_fp32(x, weight, eps) / scale).clamp(-_FP8_MAX, _FP8_MAX).to(torch.float8_e4m3fn)
+
+
+def eager_rms_norm_dynamic_quant(x: torch.Tensor, weight: torch.Tensor, eps: float
+                                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    y = _norm_fp32(x, weight, eps)
+    scales = (y.abs().amax(-1, keepdim=True) / _FP8_MAX).clamp(min=_MIN_SCALE)
+    return (y / scales).clamp(-_FP8_MAX, _FP8_MAX).to(torch.float8_e4m3fn), scales
+
+
+def eager_fused_add_rms_norm_dynamic_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                                           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    residual_out = x + residual
+    return (*eager_rms_norm_dynamic_quant(residual_out, weight, eps), residual_out)
+
+
+for _op, _fn in (("rmsnorm_fp8", eager_rms_norm_fp8), ("rmsnorm_dynamic_quant", eager_rms_norm_dynamic_quant),
+                 ("fused_add_rmsnorm_dynamic_quant", eager_fused_add_rms_norm_dynamic_quant)):
+    register_impl(_op, "torch-eager", "peer", (lambda f=_fn: f), description="eager PyTorch, float32 math")
+    register_impl(_op, "torch-compile", "peer", _compiled(_fn), description="torch.compile(dynamic=False) of it")

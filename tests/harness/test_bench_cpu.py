@@ -1,0 +1,246 @@
+"""`bench` end to end on the CPU: records, the store, user implementations, wrong ones, resume after a kill."""
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from ridgeline.core.spec import Case
+from ridgeline.harness.bench import annotate_speedups, bench, make_plan, place_on_roofline, regimes_for
+from ridgeline.records.record import load_record
+from ridgeline.records.store import Store
+
+SHAPES = [(4, 256), (3, 100)]
+MEASUREMENT_KEYS = {"op", "impl", "shape", "dtype", "regime", "samples_us", "median_us", "gbps", "tflops",
+                    "pct_of_roof", "pct_of_sol"}
+
+
+@pytest.fixture
+def user_impls(tmp_path):
+    path = tmp_path / "user_kernels.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def mine(x, weight, eps):
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+        def wrong(x, weight, eps):
+            return (x.float() * weight.float()).to(x.dtype)
+    """))
+    return f"{path}:mine", f"{path}:wrong"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path (the GPU path is in test_gpu.py)")
+def test_bench_records_checks_times_and_stores(tmp_path, user_impls):
+    mine, wrong = user_impls
+    out = tmp_path / "run.json"
+    db = tmp_path / "runs.sqlite"
+    record = bench("rmsnorm", ["ridgeline", "torch-eager", mine, wrong], SHAPES, [torch.float32],
+                   budget_s=0.05, json_path=out, db=db, argv=["ridgeline", "bench", "rmsnorm"])
+    d = json.loads(out.read_text())
+    assert {"env", "device", "measurements", "checks", "failures"} <= d.keys()
+    assert d["complete"] and d["command"] == "ridgeline bench rmsnorm"
+    impls_timed = {m["impl"] for m in d["measurements"]}
+    assert impls_timed == {"ridgeline", "torch-eager", mine}, "the wrong implementation must never be timed"
+    assert any(f["impl"] == wrong and f["stage"] == "check" for f in d["failures"])
+    for m in d["measurements"]:
+        assert MEASUREMENT_KEYS <= m.keys()
+        assert m["regime"] == "cpu" and "GPU speed" in m["note"]
+        assert m["median_us"] > 0 and len(m["samples_us"]) == m["n"] >= 5
+        assert m["pct_of_roof"] is None  # no ceilings on a CPU
+    with Store(db) as store:
+        assert store.list_runs()[0]["run_id"] == record.run_id
+        again = store.get(record.run_id[:10])
+        assert len(again.measurements) == len(d["measurements"])
+
+
+def test_resume_after_a_kill_loses_nothing(tmp_path):
+    out = tmp_path / "run.json"
+    ticks = {"n": 0}
+
+    def killer(desc):
+        ticks["n"] += 1
+        if ticks["n"] == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench("fused_add_rmsnorm", ["ridgeline", "torch-eager"], SHAPES, [torch.float32], budget_s=0.05,
+              json_path=out, db=tmp_path / "db.sqlite", progress=killer)
+    partial = load_record(out)
+    assert not partial.complete and partial.measurements
+    with Store(tmp_path / "db.sqlite") as store:
+        (row,) = store.list_runs()
+        assert row["run_id"] == partial.run_id and not row["complete"], "a killed run is stored, as partial"
+    before = {(m["impl"], tuple(m["shape"])): m["samples_us"] for m in partial.measurements}
+    done = bench(resume=out, db=tmp_path / "db.sqlite")
+    assert done.complete and len(done.measurements) == 4
+    after = {(m["impl"], tuple(m["shape"])): m["samples_us"] for m in done.measurements}
+    assert all(after[k] == v for k, v in before.items()), "resume must keep finished measurements as they were"
+
+
+def test_plan_rejects_typos_before_any_work():
+    with pytest.raises(ValueError, match="no implementation 'ridgelin'"):
+        make_plan("rmsnorm", ["ridgelin"])
+    with pytest.raises(ValueError, match="unknown op"):
+        make_plan("rmsnrm")
+    with pytest.raises(ValueError, match="shape sets"):
+        make_plan("rmsnorm", shapes="swep")
+
+
+def test_regimes_on_gpu_and_cpu():
+    from ridgeline.core import registry
+
+    spec = registry.get_spec("rmsnorm")
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert regimes_for(["auto"], Case((1, 4096), torch.bfloat16), cuda, spec) == ["graph-hot"]
+    assert regimes_for(["auto"], Case((65536, 4096), torch.bfloat16), cuda, spec) == ["cold-eager"]
+    assert regimes_for(["graph-cold", "cold-eager"], Case((1, 4096), torch.bfloat16), cpu, spec) == ["cpu"]
+    with pytest.raises(ValueError, match="regime"):
+        regimes_for(["warm"], Case((1, 4096), torch.bfloat16), cuda, spec)
+
+
+def test_roofline_placement_and_speedups():
+    from ridgeline.core import registry
+
+    spec = registry.get_spec("rmsnorm")
+    profile = {"copy_gbps": 4000.0, "tflops": {"fp32": 60.0}, "floors_us": {"graph": 0.5}}
+    case = Case((1024, 4096), torch.bfloat16)
+    m = {"op": "rmsnorm", "impl": "a", "source": "ours", "shape": [1024, 4096], "dtype": "bf16", "variant": "",
+         "regime": "graph-cold", "median_us": 10.0}
+    place_on_roofline(m, spec, case, profile)
+    nbytes = 2 * 1024 * 4096 * 2 + 4096 * 2
+    assert m["bytes"] == nbytes and m["gbps"] == pytest.approx(nbytes / 10e-6 / 1e9)
+    assert m["sol_us"] == pytest.approx(0.5 + nbytes / 4000e3)
+    assert m["pct_of_sol"] == pytest.approx(m["sol_us"] / 10.0)
+    assert m["pct_of_roof"] == pytest.approx(m["gbps"] / 4000.0)
+
+    class R:
+        measurements = [dict(m), {**m, "impl": "p1", "source": "peer", "median_us": 20.0},
+                        {**m, "impl": "p2", "source": "peer", "median_us": 15.0}]
+
+    annotate_speedups(R, "p1")
+    a, p1, p2 = R.measurements
+    assert a["speedup_vs_baseline"] == 2.0 and a["speedup_vs_best_peer"] == 1.5 and a["best_peer"] == "p2"
+    assert p2["best_peer"] == "p1" and p2["speedup_vs_best_peer"] == pytest.approx(20 / 15)
+
+
+def test_options_are_validated_before_work():
+    with pytest.raises(ValueError, match="regime"):
+        make_plan("rmsnorm", ["ridgeline"], [(2, 64)], regimes=["bogus"])
+    with pytest.raises(ValueError, match="variant: rmsnorm knows"):
+        make_plan("rmsnorm", ["ridgeline"], [(2, 64)], variants=["stride"])
+    assert make_plan("rmsnorm", ["ridgeline"], [(2, 64)], variants=["strided+w-fp32"]).variants == ["strided+w-fp32"]
+    with pytest.raises(ValueError, match="baseline: 'nope'"):
+        make_plan("rmsnorm", ["ridgeline", "torch-F"], [(2, 64)], baseline="nope")
+    assert make_plan("rmsnorm", ["ridgeline", "torch-F"], [(2, 64)]).baseline == "torch-F"
+    assert make_plan("rmsnorm", ["torch-F", "torch-eager"], [(2, 64)]).baseline == "torch-eager"
+
+
+def test_resume_refuses_new_settings(tmp_path):
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    out = tmp_path / "r.json"
+    bench("rmsnorm", ["torch-F"], [(2, 64)], [torch.float32], budget_s=0.02, json_path=out, db=tmp_path / "d")
+    r = CliRunner().invoke(app, ["bench", "rmsnorm", "--resume", str(out), "--budget", "1"])
+    assert r.exit_code == 2 and "keeps its own settings" in r.output
+
+
+def test_git_sha_given_by_the_caller_wins(monkeypatch):
+    """A tree copied to a GPU machine may carry a stale .git: the commit named in the run command is recorded."""
+    from ridgeline.records.env import git_state
+
+    monkeypatch.setenv("RIDGELINE_GIT_SHA", "abc1234")
+    monkeypatch.setenv("RIDGELINE_GIT_DIRTY", "0")
+    state = git_state()
+    assert state["git_sha"] == "abc1234" and state["git_dirty"] is False
+    assert state.get("git_sha_checkout") != "abc1234"  # the checkout's own HEAD, kept when it disagrees
+    monkeypatch.delenv("RIDGELINE_GIT_SHA")
+    monkeypatch.delenv("RIDGELINE_GIT_DIRTY")
+    assert git_state()["git_sha"] != "abc1234"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_right_values_without_batch_invariance_are_timed_and_flagged(tmp_path):
+    path = tmp_path / "variant_kernels.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def batch_dependent(x, weight, eps):
+            xf = x.float()
+            y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+            if x.shape[0] > 1:  # within tolerance, but a row alone gets other bits than in the batch
+                y = y * (1 + 2.0 ** -22)
+            return y.to(x.dtype)
+    """))
+    impl = f"{path}:batch_dependent"
+    out = tmp_path / "run.json"
+    bench("rmsnorm", ["ridgeline", impl], [(4, 256)], [torch.float32], budget_s=0.05, json_path=out,
+          db=tmp_path / "runs.sqlite")
+    d = json.loads(out.read_text())
+    check = next(c for c in d["checks"] if c["impl"] == impl)
+    assert not check["passed"] and all(r.startswith("not batch invariant") for r in check["reasons"])
+    timed = [m for m in d["measurements"] if m["impl"] == impl]
+    assert timed and all(m["caveat"] == "not batch invariant (values checked)" for m in timed)
+    assert all("caveat" not in m for m in d["measurements"] if m["impl"] == "ridgeline")
+
+    from ridgeline.report.rules import evaluate
+
+    notes = evaluate(d)
+    assert any(n.rule == "not-invariant" and n.impl == impl for n in notes)
+    assert not any(n.rule == "wrong" for n in notes), "right values are not reported as wrong"
+
+
+def test_the_first_graph_timings_in_a_process_are_discarded(monkeypatch):
+    """The first graph timings of a process ran ~10% faster on the H200 (one row, graph-hot): `time_graph` runs
+    SETTLE_GRAPH_TIMINGS discarded ones first (short budget, the same calls), then never again."""
+    from ridgeline.harness import timing
+
+    calls = []
+
+    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls):
+        calls.append(budget_s)
+        return timing.Timing(regime, [float(len(calls))], float(len(calls)), 0.0, 1, True)
+
+    monkeypatch.setattr(timing, "_time_graph_once", fake_once)
+    monkeypatch.setattr(timing, "_graph_timings_run", 0)
+    first = timing.time_graph([lambda: None], 0.3, regime="graph-hot")
+    assert calls == [timing.SETTLE_BUDGET_S] * timing.SETTLE_GRAPH_TIMINGS + [0.3]
+    assert first.median_us == timing.SETTLE_GRAPH_TIMINGS + 1  # (the kept timing is the last one run)
+    timing.time_graph([lambda: None], 0.05, regime="graph-cold")
+    assert calls[-1] == 0.05 and len(calls) == timing.SETTLE_GRAPH_TIMINGS + 2
+    assert timing.SETTLE_GRAPH_TIMINGS >= 2  # (the H200 measured two fast timings before the steady ones)
+
+
+def test_a_settle_timing_that_fails_is_not_counted(monkeypatch):
+    """A discarded timing that raises (capture failure, OOM: the bench records it and goes on) leaves the process
+    unsettled, so the next call settles in full before its kept timing."""
+    from ridgeline.harness import timing
+
+    calls = []
+
+    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls):
+        calls.append(budget_s)
+        if len(calls) == 1:
+            raise RuntimeError("capture failed")
+        return timing.Timing(regime, [1.0], 1.0, 0.0, 1, True)
+
+    monkeypatch.setattr(timing, "_time_graph_once", fake_once)
+    monkeypatch.setattr(timing, "_graph_timings_run", 0)
+    with pytest.raises(RuntimeError, match="capture failed"):
+        timing.time_graph([lambda: None], 0.3, regime="graph-hot")
+    timing.time_graph([lambda: None], 0.3, regime="graph-hot")
+    assert calls == [timing.SETTLE_BUDGET_S] * (1 + timing.SETTLE_GRAPH_TIMINGS) + [0.3]
+
+
+def test_a_slow_call_is_timed_over_at_least_two_rounds():
+    """A call slower than the whole budget (an interpreted kernel on a busy CI machine) still gets two rounds: one
+    round of three samples gives no median to compare and failed the bench's own sample floor."""
+    import time
+
+    from ridgeline.harness.timing import time_cpu
+
+    calls = []
+    t = time_cpu(lambda: (calls.append(1), time.sleep(0.02)), budget_s=0.001)
+    assert t.n == 6 and len(t.samples_us) == 6 and len(calls) == 7  # (one warm-up call)
+    assert min(t.samples_us) >= 0.02e6

@@ -1,0 +1,45 @@
+"""The committed H200 records are valid run records, and the committed report regenerates from them exactly."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ridgeline.records.record import load_record
+from ridgeline.report.build import write_report
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+BENCHES = sorted(RESULTS.glob("**/h200-bench-*.json"))
+# Each committed report and the record it was built from (session1/ keeps the first session's kernel's runs).
+REPORTS = [("report-h200-rmsnorm", "h200-bench-rmsnorm-sweep.json"),
+           ("session1/report-h200-rmsnorm", "session1/h200-bench-rmsnorm-sweep.json")]
+
+
+@pytest.mark.parametrize("path", BENCHES, ids=lambda p: p.name)
+def test_committed_bench_records_load(path):
+    rec = load_record(path)
+    assert rec.env["gpu"] == "NVIDIA H200" and rec.device["measured"]
+    assert rec.measurements and all(m["samples_us"] for m in rec.measurements)
+
+
+def _without_images(html: str) -> str:
+    html = re.sub(r"<svg.*?</svg>", "<svg/>", html, flags=re.S)
+    return re.sub(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+", "data:", html)
+
+
+@pytest.mark.parametrize("report,record", REPORTS)
+def test_report_regenerates_identically(tmp_path, report, record):
+    committed = RESULTS / report
+    write_report(load_record(RESULTS / record), tmp_path, fmt="all")
+    assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
+    # Plots are embedded; their bytes depend on the matplotlib/FreeType versions, the rest must match exactly.
+    assert _without_images((tmp_path / "report.html").read_text()) == _without_images(
+        (committed / "report.html").read_text())
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
+        p.name for p in (committed / "plots").iterdir())
+
+
+def test_probe_record_has_the_ceilings():
+    p = json.loads((RESULTS / "h200-probe.json").read_text())
+    assert p["copy_gbps"] > 4000 and p["tflops"]["bf16"] > 650 and p["floors_us"]["graph"] < 1.0
