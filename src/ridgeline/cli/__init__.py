@@ -27,12 +27,30 @@ app = typer.Typer(
 console = Console()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from ridgeline import __version__
+
+        print(f"ridgeline {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """ridgeline: probe the GPU's ceilings, check and bench kernels on the measured roofline, report."""
+
+
 if not sys.stdout.isatty():  # logs and pipes get full-width tables
     console = Console(width=160)
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/] {message}")
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(2)
 
 
@@ -42,12 +60,28 @@ def _progress() -> Progress:
 
 
 @app.command()
-def ops() -> None:
+def ops(
+    user_ops: Annotated[list[str] | None, typer.Argument(
+        help="also list these ops of yours (FILE.py:SPEC)", show_default=False)] = None,
+) -> None:
     """List every op, its shape sets, and every registered implementation with its availability."""
     from ridgeline.core import registry
 
+    try:
+        for ref in user_ops or []:
+            registry.get_spec(ref)
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
     specs = registry.specs()
     console.print(render.ops_table(specs.values(), {name: registry.implementations(name) for name in specs}))
+    for err in registry.load_errors():
+        console.print(f"[yellow]not loaded:[/] {err}")
+
+
+def _check_out_path(option: str, path: Path | None) -> None:
+    """Refuse, before any work, an output path whose folder does not exist (a sweep must not die at its end)."""
+    if path is not None and not path.expanduser().resolve().parent.is_dir():
+        _fail(f"{option}: the folder of {str(path)!r} does not exist; create it first")
 
 
 def _parse_dtypes(dtypes: list[str] | None):
@@ -69,7 +103,7 @@ def _parse_shapes(spec, shapes: str | None):
 
 @app.command()
 def check(
-    op: Annotated[str, typer.Argument(help="op name (see `ridgeline ops`)")],
+    op: Annotated[str, typer.Argument(help="op name (see `ridgeline ops`) or your own FILE.py:SPEC")],
     impl: Annotated[list[str] | None, typer.Option("--impl", help="registered name or file.py:fn; repeat")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="bf16, fp16, fp32; repeat")] = None,
     shapes: Annotated[str | None, typer.Option(help="'edge' (default: every edge case) or shapes 7x769,...")] = None,
@@ -82,9 +116,11 @@ def check(
     from ridgeline.core.spec import Case
     from ridgeline.harness.correctness import check as run_check
 
+    _check_out_path("--json", json_out)
     try:
         spec = registry.get_spec(op)
         dtypes = _parse_dtypes(dtype) or list(spec.dtypes)
+        spec.check_dtypes(dtypes)
         parsed = _parse_shapes(spec, shapes)
         cases = None
         if isinstance(parsed, list):
@@ -94,6 +130,13 @@ def check(
         impls = impl or None
         for name in impls or []:
             registry.resolve(op, name)
+        if not impls and not any(i.source == "ours" for i in registry.implementations(op)):
+            raise ValueError(f"impl: {spec.name} has no implementation of ridgeline's; name yours with --impl "
+                             "FILE.py:fn")
+        for c in cases or []:
+            spec.check_shape(c.shape)
+        if cases is not None and not cases:
+            raise ValueError("shapes: no shapes given")
     except (ValueError, TypeError) as e:
         _fail(str(e))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -117,7 +160,8 @@ def check(
 
 @app.command()
 def bench(
-    op: Annotated[str | None, typer.Argument(help="op name (see `ridgeline ops`); omit with --resume")] = None,
+    op: Annotated[str | None, typer.Argument(
+        help="op name (see `ridgeline ops`) or your own FILE.py:SPEC; omit with --resume")] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="registered name or file.py:fn; repeat")] = None,
     shapes: Annotated[str | None, typer.Option(help="sweep | decode | edge | cpu | 4096x4100,...")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="bf16 (default), fp16, fp32; repeat")] = None,
@@ -146,17 +190,23 @@ def bench(
                                       ("--baseline", baseline)) if v]
         if given or refresh_probe:
             _fail(f"resume: a resumed run keeps its own settings; drop {', '.join(given or ['--refresh-probe'])}")
+    _check_out_path("--json", json_path)
+    if budget is not None and not budget > 0:
+        _fail(f"--budget: expected seconds > 0, got {budget}")
+    from ridgeline.core import registry
+
     try:
         if resume is not None:
             plan = BenchPlan.from_settings(load_record(resume).settings)
+            registry.get_spec(plan.op)  # a user's op is loaded from the file its record names
+            for name in plan.impls:
+                registry.resolve(plan.op, name)
         else:
-            from ridgeline.core import registry
-
             parsed = _parse_shapes(registry.get_spec(op), shapes)
             plan = make_plan(op, impl, parsed, _parse_dtypes(dtype), regime or ["auto"], variant or [""], budget,
                              baseline)
-    except (ValueError, TypeError) as e:
-        _fail(str(e))
+    except (ValueError, TypeError, KeyError) as e:
+        _fail(str(e) if not isinstance(e, KeyError) else f"resume: {resume} is not a bench record (no {e})")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":
         console.print("[yellow]No CUDA device: timing on the CPU (Triton interpreter / torch CPU). "

@@ -112,7 +112,7 @@ def _load_user_spec(ref: str) -> OpSpec:
         except Exception as e:
             raise user_error("op", path, f"{name}() failed: {type(e).__name__}: {e}") from None
     if not isinstance(obj, OpSpec):
-        raise user_error("op", path, f"{name} is a {type(obj).__name__}, not an OpSpec "
+        raise user_error("op", path, f"{name} is of type {type(obj).__name__}, not an OpSpec "
                                      "(from ridgeline import OpSpec; subclass it and make an instance)")
     known = _ORIGIN.get(obj.name)
     if obj.name in _SPECS and known is None and _SPECS[obj.name] is not obj:
@@ -159,7 +159,7 @@ def load_user_impl(spec: OpSpec | str, ref: str) -> Impl:
     spec = get_spec(spec)
     fn, path, name = load_object(ref, "impl")
     if isinstance(fn, type) or not callable(fn):
-        raise user_error("impl", path, f"{name} is a {type(fn).__name__}, not a function")
+        raise user_error("impl", path, f"{name} is of type {type(fn).__name__}, not a function")
     check_impl_signature(fn, spec.signature, path, name)
     mutates = tuple(getattr(fn, "ridgeline_mutates", ()))
     return Impl(spec.name, ref, "user", fn, "", mutates, f"user function {name} from {path}")

@@ -249,14 +249,18 @@ def make_plan(
     """Resolve defaults (shape set, dtypes, implementations) and fail fast on a typo, before minutes of work."""
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     spec = registry.get_spec(op)
-    if shapes is None:
-        shapes = "sweep" if device.type == "cuda" else "cpu"
+    if shapes is None:  # the op's sweep on a GPU, its cpu set without one; else its first set that is not edge
+        preferred = "sweep" if device.type == "cuda" else "cpu"
+        named = [k for k in spec.shape_sets if k != "edge"] or list(spec.shape_sets)
+        if preferred not in spec.shape_sets and not named:
+            raise ValueError(f"shapes: {spec.name} has no shape sets; pass shapes such as 4096x4096")
+        shapes = preferred if preferred in spec.shape_sets else named[0]
     shape_list = spec.shapes(shapes) if isinstance(shapes, str) else [tuple(s) for s in shapes]
     plan = BenchPlan(
         op=op,
         impls=list(impls) if impls else default_impls(op),
         shapes=shape_list,
-        dtypes=list(dtypes) if dtypes else [torch.bfloat16],
+        dtypes=list(dtypes) if dtypes else [torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]],
         regimes=list(regimes) or ["auto"],
         variants=list(variants) or [""],
         budget_s=budget_s if budget_s is not None else (1.5 if device.type == "cuda" else 0.3),

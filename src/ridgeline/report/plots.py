@@ -176,17 +176,42 @@ def _label_points(ax: Any, pts: list[tuple[float, float, dict[str, Any]]], color
                             if abs(ly - math.log10(y)) > gap / 2 else None)
 
 
-# --- bandwidth bars ----------------------------------------------------------------------------------------
-def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
-    """GB/s per implementation, grouped by shape, for one op/dtype/variant/regime."""
+# --- rate bars ---------------------------------------------------------------------------------------------
+def compute_bound(record: dict[str, Any], group: Group) -> bool:
+    """True when most of the group's measurements are held by FLOPs, not bytes (FLOPs / the probed peak of their
+    unit exceed bytes / the probed copy bandwidth): their plot then speaks TFLOP/s, else GB/s."""
+    dev = mapping(record.get("device"))
+    copy, peaks = _pos(dev.get("copy_gbps")), mapping(dev.get("tflops"))
+    votes = 0
+    for m in group.items:
+        peak = _pos(peaks.get(str(m.get("compute_unit") or "fp32")))
+        flops, nbytes = _pos(m.get("flops")), _pos(m.get("bytes"))
+        if peak and flops and copy:
+            votes += 1 if flops / (peak * 1e3) > (nbytes or 0) / copy else -1
+    return votes > 0
+
+
+def rate_bars(record: dict[str, Any], group: Group) -> Plot | None:
+    """GB/s (memory-bound) or TFLOP/s (compute-bound) per implementation, grouped by shape, for one
+    op/dtype/variant/regime, with the probed roof of that ceiling."""
+    flops_bound = compute_bound(record, group)
+    key = "tflops" if flops_bound else "gbps"
     shapes = group.shapes()
     impls = [i for i in impl_order(record) if any(m.get("impl") == i for m in group.items)]
-    vals = {(shape_of(m), m.get("impl")): _pos(m.get("gbps")) for m in group.items}
+    vals = {(shape_of(m), m.get("impl")): _pos(m.get(key)) for m in group.items}
     if not shapes or not impls or not any(v for v in vals.values()):
         return None
     colors, wrong = _colors(record), wrong_checks(record)
     wrong_cases = {(k[2], k[1]) for k in wrong if k[0] == group.op and k[3] == group.dtype
                    and k[4] == group.variant}
+    dev = mapping(record.get("device"))
+    if flops_bound:
+        unit = next((str(m.get("compute_unit")) for m in group.items if m.get("compute_unit")), "fp32")
+        roof, roof_text = _pos(mapping(dev.get("tflops")).get(unit)), f"{unit} peak {{:,.0f}} TFLOP/s"
+        ylabel, what = "TFLOP/s (contract FLOPs / median time)", "Compute rate"
+    else:
+        roof, roof_text = _pos(dev.get("copy_gbps")), "copy {:,.0f} GB/s"
+        ylabel, what = "GB/s (ideal bytes / median time)", "Bandwidth"
     with matplotlib.rc_context(RC):
         fig = _new_figure(max(6.0, 0.9 + 0.28 * len(shapes) * len(impls)), 4.2, bottom=0.2,
                           left=0.7 / max(6.0, 0.9 + 0.28 * len(shapes) * len(impls)))
@@ -206,21 +231,20 @@ def bandwidth_bars(record: dict[str, Any], group: Group) -> Plot | None:
                 if hatch:
                     bar.set_hatch(hatch)
                     bar.set_facecolor("white")
-        dram = _pos(mapping(record.get("device")).get("copy_gbps"))
-        if dram:
-            ax.axhline(dram, color="#333333", lw=1, ls="--")
-            ax.text(len(shapes) - 0.5, dram, f"copy {dram:,.0f} GB/s", ha="right", va="bottom", fontsize=7)
+        if roof:
+            ax.axhline(roof, color="#333333", lw=1, ls="--")
+            ax.text(len(shapes) - 0.5, roof, roof_text.format(roof), ha="right", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shapes)))
         ax.set_xticklabels([shape_text(s) for s in shapes], rotation=30, ha="right", fontsize=7)
         ax.set_xlim(-0.6, len(shapes) - 0.4)
-        tallest = max([v for v in vals.values() if v] + ([dram] if dram else []))
+        tallest = max([v for v in vals.values() if v] + ([roof] if roof else []))
         ax.set_ylim(0, tallest * 1.3)  # headroom for the legend above the roof line
-        ax.set_ylabel("GB/s (ideal bytes / median time)")
-        ax.set_title(f"Bandwidth per shape: {group.title}")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{what} per shape: {group.title}")
         ax.grid(True, axis="y", lw=0.4, alpha=0.5)
         ax.legend(fontsize=7, ncols=min(4, len(impls)), loc="upper left", title_fontsize=7,
                   title="hatched = failed check" if wrong_cases else None)
-    return Plot(f"gbps-{group.slug}", f"GB/s per shape, {group.title}", fig)
+    return Plot(f"{key}-{group.slug}", f"{'TFLOP/s' if flops_bound else 'GB/s'} per shape, {group.title}", fig)
 
 
 def _safe(text: str) -> str:
@@ -230,7 +254,7 @@ def _safe(text: str) -> str:
 def make_plots(record: dict[str, Any]) -> list[Plot]:
     regimes = sorted({str(m.get("regime", "?")) for m in items(record.get("measurements"))})
     plots = [p for p in (roofline(record, r) for r in regimes) if p]
-    plots += [p for p in (bandwidth_bars(record, g) for g in groups(record)) if p]
+    plots += [p for p in (rate_bars(record, g) for g in groups(record)) if p]
     return plots
 
 
