@@ -16,27 +16,12 @@ import torch
 import triton
 import triton.language as tl
 
+from ridgeline.core.hardware import datasheet_for
 from ridgeline.harness.timing import time_cold_eager, time_graph, time_host
 from ridgeline.records.env import nvml_state
 from ridgeline.records.paths import cache_dir
 
 PROFILE_SCHEMA = "ridgeline.device/1"
-
-# Vendor datasheet figures (dense, no sparsity), for contrast only. Keys match the device name.
-DATASHEETS: dict[str, dict[str, Any]] = {
-    "H200": {"dram_gbps": 4800, "tflops": {"fp32": 67, "tf32": 494, "bf16": 989, "fp16": 989, "fp8": 1979}},
-    "H100": {"dram_gbps": 3350, "tflops": {"fp32": 67, "tf32": 494, "bf16": 989, "fp16": 989, "fp8": 1979}},
-    "A100": {"dram_gbps": 2039, "tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312, "fp8": None}},
-    "L40S": {"dram_gbps": 864, "tflops": {"fp32": 91.6, "tf32": 183, "bf16": 362, "fp16": 362, "fp8": 733}},
-}
-
-
-def datasheet_for(name: str) -> dict[str, Any] | None:
-    for key, sheet in DATASHEETS.items():
-        if key in name:
-            return sheet
-    return None
-
 
 @triton.jit
 def _empty_kernel(X):

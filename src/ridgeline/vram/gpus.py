@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ridgeline.core.hardware import GPUS
+
 from .errors import GpuError
 
 MiB = 1 << 20
@@ -38,32 +40,9 @@ class GpuSpec:
         }
 
 
-KNOWN_GPUS: tuple[GpuSpec, ...] = (
-    GpuSpec("H200", 150_109_880_320,
-            "torch.cuda.get_device_properties().total_memory on the lent H200 (driver 580.159.04, torch 2.11), "
-            "docs/results/h200-probe.json; torch prints it rounded as total_memory=143156MB (e.g. "
-            "ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py)",
-            nvidia_smi_mib=143771, aliases=("h200-141gb", "h200-sxm", "nvidia h200")),
-    GpuSpec("H100", 81089 * MiB,
-            "torch _CudaDeviceProperties(name='NVIDIA H100 80GB HBM3', total_memory=81089MB) (torch 2.7, CUDA 12.8); "
-            "vLLM 0.19 log 'total_memory=79.19GiB' in llm-d-incubation/llm-d-planner accuracy/results/v0.19.0",
-            nvidia_smi_mib=81559, aliases=("h100-sxm", "h100-80gb", "h100-sxm-80gb", "nvidia h100 80gb hbm3")),
-    GpuSpec("B200", 182642 * MiB,
-            "torch _CudaDeviceProperties(name='NVIDIA B200', total_memory=182642MB) in ai-bot-pro/achatbot",
-            aliases=("nvidia b200",)),
-    GpuSpec("A100-80GB", 81050 * MiB,
-            "vLLM logs 'total_gpu_memory (79.15GiB)' on A100-SXM4-80GB (2-decimal GiB, so +-5 MiB)",
-            nvidia_smi_mib=81920, aliases=("a100-sxm4-80gb", "a100-80g", "a100_80gb")),
-    GpuSpec("A100-40GB", 40536 * MiB,
-            "_gpuDeviceProperties(name='A100-SXM4-40GB', total_memory=40536MB) (same cudaDeviceProp field)",
-            nvidia_smi_mib=40960, aliases=("a100-sxm4-40gb", "a100-40g")),
-    GpuSpec("L40S", 45589 * MiB,
-            "torch _CudaDeviceProperties(name='NVIDIA L40S', total_memory=45589MB); OOM text "
-            "'GPU 0 has a total capacity of 44.52 GiB' in the same write-up",
-            nvidia_smi_mib=46068, aliases=("nvidia l40s",)),
-    GpuSpec("RTX4090", 24248 * MiB,
-            "torch OOM text '23.68 GiB total capacity' on an RTX 4090 (zai-org/CogVideo issue #36; +-5 MiB)",
-            nvidia_smi_mib=24564, aliases=("4090", "rtx-4090", "geforce rtx 4090")),
+# One table for the whole tool (ridgeline.core.hardware): memory as CUDA reports it, with its source.
+KNOWN_GPUS: tuple[GpuSpec, ...] = tuple(
+    GpuSpec(g.name, g.memory_bytes, g.memory_source, g.nvidia_smi_mib, g.aliases) for g in GPUS
 )
 
 
