@@ -175,6 +175,7 @@ def bench(
     resume: Annotated[Path | None, typer.Option(help="continue a killed run from its record")] = None,
     db: Annotated[Path | None, typer.Option(help="SQLite store (default: user data dir)")] = None,
     refresh_probe: Annotated[bool, typer.Option(help="re-measure the device ceilings first")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="run a plan the CPU would take minutes over")] = False,
 ) -> None:
     """Check, then time every implementation one honest way, on the measured roofline."""
 
@@ -209,13 +210,15 @@ def bench(
         _fail(str(e) if not isinstance(e, KeyError) else f"resume: {resume} is not a bench record (no {e})")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":
-        console.print("[yellow]No CUDA device: timing on the CPU (Triton interpreter / torch CPU). "
-                      "These figures say nothing about GPU speed.[/]")
+        _cpu_plan_or_fail(plan, yes)
+    live = sys.stdout.isatty()
     with _progress() as progress:
         task = progress.add_task("bench", total=count_tasks(plan, device))
         record = run_bench_api(
             json_path=json_path, resume=resume, db=db, argv=sys.argv, plan=plan, refresh_probe=refresh_probe,
             progress=lambda desc: progress.update(task, advance=1, description=desc),
+            on_result=None if live else lambda r: console.print(render.result_line(r), soft_wrap=True,
+                                                                   highlight=False, markup=False),
         )
     d = record.to_dict()
     console.print(render.bench_table(d))
@@ -224,6 +227,29 @@ def bench(
         console.print(fails)
     console.print(f"run {record.run_id}: {len(d['measurements'])} measurements, {len(d['failures'])} failures; "
                   f"record {record.path}")
+
+
+# A CPU plan longer than this needs --yes (Triton's interpreter costs ~1 ms per program instance).
+CPU_PLAN_LIMIT_S = 180.0
+
+
+def _cpu_plan_or_fail(plan, yes: bool) -> None:
+    from ridgeline.core import registry
+    from ridgeline.harness.bench import estimate_cpu_seconds
+
+    console.print("[yellow]No CUDA device: timing on the CPU (Triton interpreter / torch CPU). "
+                  "These figures say nothing about GPU speed.[/]")
+    gpu_regimes = [r for r in plan.regimes if r != "auto"]
+    if gpu_regimes:
+        console.print(f"[yellow]The GPU regimes {', '.join(gpu_regimes)} become the one regime 'cpu' here.[/]")
+    seconds = estimate_cpu_seconds(plan)
+    if seconds > CPU_PLAN_LIMIT_S and not yes:
+        spec = registry.get_spec(plan.op)
+        hint = (f"--shapes cpu ({len(spec.shape_sets['cpu'])} shapes, made for the interpreter)"
+                if "cpu" in spec.shape_sets else "fewer or smaller shapes")
+        _fail(f"bench: on the CPU this plan would take about {seconds / 60:.0f} minutes (Triton's interpreter "
+              f"runs each program instance in Python); use {hint}, or pass --yes to run it anyway")
+    console.print(f"[dim]estimated CPU time: about {max(seconds, 1):.0f} s[/]")
 
 
 @app.command()

@@ -81,15 +81,31 @@ def _pct(v: float | None) -> float | None:
     return None if v is None else 100.0 * v
 
 
+def result_line(r: dict[str, Any]) -> str:
+    """One plain line per finished measurement or failure (for logs and pipes, where no progress bar shows)."""
+    case = " ".join(p for p in (shape_label(r["shape"]), r["dtype"], r.get("variant", "")) if p)
+    if "median_us" in r:
+        rate = f", {r['gbps']:.0f} GB/s" if r.get("gbps") else ""
+        sol = f", {100 * r['pct_of_sol']:.1f}% of SOL" if r.get("pct_of_sol") else ""
+        return f"measured {r['impl']} {case} {r['regime']}: {r['median_us']:.2f} us{rate}{sol}"
+    return f"failed {r['impl']} {case} {r.get('stage', '')} {r.get('regime', '')}: {r['reason'][:200]}"
+
+
 def failures_table(record: dict[str, Any]) -> Table | None:
+    """Failures grouped by (impl, stage, regime, reason): one row per distinct reason, with its cases and count."""
     if not record["failures"]:
         return None
-    t = Table(title="failures (recorded; the sweep went on)")
-    for c in ("impl", "case", "stage", "regime", "reason"):
-        t.add_column(c)
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
     for f in record["failures"]:
         case = " ".join(p for p in (shape_label(f["shape"]), f["dtype"], f.get("variant", "")) if p)
-        t.add_row(f["impl"], case, f["stage"], f.get("regime", ""), f["reason"][:160])
+        key = (f["impl"], f["stage"], f.get("regime", ""), f["reason"][:160])
+        groups.setdefault(key, []).append(case)
+    t = Table(title="failures (recorded; the sweep went on)")
+    for c in ("impl", "cases", "stage", "regime", "reason"):
+        t.add_column(c)
+    for (impl, stage, regime, reason), cases in groups.items():
+        shown = ", ".join(cases[:3]) + (f" … ({len(cases)} cases)" if len(cases) > 3 else "")
+        t.add_row(impl, shown, stage, regime, reason)
     return t
 
 

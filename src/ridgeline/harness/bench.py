@@ -165,11 +165,14 @@ def run_bench(
     profile: dict[str, Any],
     device: torch.device,
     progress: Callable[[str], None] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunRecord:
-    """Execute (or continue) a bench plan into `record`, saving after every result."""
+    """Execute (or continue) a bench plan into `record`, saving after every result. `on_result` sees each new
+    measurement or failure (a dict) as soon as it is recorded."""
     spec = registry.get_spec(plan.op)
     impls = [registry.resolve(plan.op, n) for n in plan.impls]
     tick = progress or (lambda desc: None)
+    told = on_result or (lambda result: None)
     for case in plan.cases():
         regimes = regimes_for(plan.regimes, case, device, spec)
         passing: list[Impl] = []
@@ -181,8 +184,10 @@ def run_bench(
             if done is None:
                 result = check_case(spec, impl, case, device, plan.seed).to_dict()
                 if not result["passed"]:  # the failure first: a kill between the two saves loses nothing
-                    record.add_failure({**_failure_base(spec.name, impl, case), "regime": "", "stage": "check",
-                                        "reason": "; ".join(result["reasons"])})
+                    failure = {**_failure_base(spec.name, impl, case), "regime": "", "stage": "check",
+                               "reason": "; ".join(result["reasons"])}
+                    record.add_failure(failure)
+                    told(failure)
                 record.add_check(result)
                 done = result
             if done["passed"]:
@@ -204,8 +209,10 @@ def run_bench(
                     timing = _time(spec, impl, case, regime, device, plan, profile)
                 except Exception as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    record.add_failure({**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
-                                        "reason": reason})
+                    failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
+                               "reason": reason}
+                    record.add_failure(failure)
+                    told(failure)
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()
@@ -225,6 +232,7 @@ def run_bench(
                 if regime == "cpu":
                     m["note"] = "CPU timing (Triton interpreter or torch CPU): says nothing about GPU speed"
                 record.add_measurement(m)
+                told(m)
         annotate_speedups(record, plan.baseline)
     record.finish()
     return record
@@ -303,6 +311,7 @@ def bench(
     argv: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
     refresh_probe: bool = False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
     plan: BenchPlan | None = None,
 ) -> RunRecord:
     """Python API of `ridgeline bench`; returns the run record (also written to JSON and the SQLite store).
@@ -335,8 +344,54 @@ def bench(
         record.path = Path(json_path) if json_path else default_run_path(record.run_id)
     record.save()
     try:
-        run_bench(plan, record, record.device, device, progress)
+        run_bench(plan, record, record.device, device, progress, on_result)
     finally:  # a killed or failed run is stored too (as partial): `ridgeline runs` lists it
         with Store(db or default_db()) as store:
             store.put(record)
     return record
+
+
+# Calls of one implementation per case and regime: check (run, again, three row subsets, fresh inputs), then a
+# warm-up and at least two rounds of three timed calls on the CPU.
+CPU_CALLS_PER_CHECK = 6
+CPU_CALLS_PER_TIMING = 7
+
+
+# The estimate times a call on this many rows of the smallest case and scales by bytes (seconds, not minutes).
+ESTIMATE_ROWS = 4
+
+
+def estimate_cpu_seconds(plan: BenchPlan) -> float:
+    """About how long a plan takes on the CPU (Triton's interpreter costs ~1 ms per program instance): each
+    implementation is called on a few rows of the plan's smallest case, once to warm up (compiles; paid again per
+    shape, as torch.compile recompiles for each) and once timed; the timed call is scaled by each case's bytes."""
+    import time
+
+    spec = registry.get_spec(plan.op)
+    cases = sorted(plan.cases(), key=lambda c: spec.cost_of(c).bytes)
+    if not cases:
+        return 0.0
+    small = cases[0]
+    device = torch.device("cpu")
+    inputs = spec.make_inputs(small, device, plan.seed)
+    rows = spec.rows(small.shape)
+    part = spec.batch_subset(inputs, slice(0, ESTIMATE_ROWS)) if rows > ESTIMATE_ROWS else inputs
+    part_bytes = max(1.0, spec.cost_of(small).bytes * min(1.0, ESTIMATE_ROWS / max(rows, 1)))
+    total = 0.0
+    for name in plan.impls:
+        impl = registry.resolve(plan.op, name)
+        if not impl.available:
+            continue
+        try:
+            t0 = time.perf_counter()
+            spec.call(impl.fn, part)
+            t1 = time.perf_counter()
+            spec.call(impl.fn, part)
+            t2 = time.perf_counter()
+        except Exception:  # the check will say what is wrong with it
+            continue
+        per_call, warm_up = t2 - t1, max(0.0, (t1 - t0) - (t2 - t1))
+        for case in cases:
+            scale = max(1.0, spec.cost_of(case).bytes / part_bytes)
+            total += warm_up + per_call * scale * (CPU_CALLS_PER_CHECK + CPU_CALLS_PER_TIMING) + plan.budget_s
+    return total

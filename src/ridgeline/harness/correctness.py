@@ -48,6 +48,7 @@ class CheckResult:
     outputs: list[OutputError] = field(default_factory=list)
     seconds: float = 0.0
     source: str = ""  # ours | peer | user (ours must pass every property)
+    harness_error: bool = False  # the failure is the harness's or the contract's, not the implementation's
 
     @property
     def label(self) -> str:
@@ -80,6 +81,19 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
 
 
+def same_output(a: object, b: object) -> bool:
+    """Bitwise equal outputs, except that a NaN equals any NaN: NaN positions must match, their payloads (0x7fc0
+    or 0xffff, both NaN) need not, since no caller can tell them apart."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return a is b
+    if bitwise_equal(a, b):
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype or not a.is_floating_point():
+        return False
+    both_nan = a.isnan() & b.isnan()
+    return bool(((_bits(a) == _bits(b)) | both_nan).all())
+
+
 def _clone_inputs(inputs: Inputs) -> Inputs:
     """Copies that keep each tensor's strides (a strided view stays a strided view of a fresh buffer)."""
     out = {}
@@ -108,6 +122,8 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, expect_dtype: torch
         err.worst_ratio = float("inf")
         return err
     err.dtype_ok = out.dtype == expect_dtype
+    if out.numel() == 0:
+        return err
     flat_out = out.reshape(-1, out.shape[-1]) if out.dim() else out.reshape(1, 1)
     flat_ref = ref.reshape(-1, ref.shape[-1]) if ref.dim() else ref.reshape(1, 1)
     rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, flat_ref.shape[-1]))
@@ -162,11 +178,26 @@ def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
     """Call the implementation; in-place implementations get private copies of what they write."""
     # Only what it declares it writes is copied: a write to anything else still reaches the caller's inputs.
     call_inputs = {**inputs, **_clone_inputs({k: inputs[k] for k in impl.mutates if k in inputs})}
-    outs = spec.call(impl.fn, call_inputs)
     device = next(v for v in inputs.values() if isinstance(v, torch.Tensor)).device
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # the device, not a stream: work left on other streams counts
-    return outs
+    try:
+        outs = spec.call(impl.fn, call_inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the device, not a stream: work left on other streams counts
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as e:
+        raise ImplementationError(e) from e
+    if isinstance(outs, torch.Tensor):  # a user contract's call() may return the one output bare
+        outs = (outs,)
+    return tuple(outs) if isinstance(outs, (list, tuple)) else (outs,)
+
+
+class ImplementationError(Exception):
+    """What the implementation (or the contract's call of it) raised, as opposed to a failure of the harness."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _check_values(spec: OpSpec, case: Case, inputs: Inputs, outs, result: CheckResult, tag: str) -> None:
@@ -220,15 +251,26 @@ def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str,
         _check_case(spec, impl, case, device, seed, result)
     except torch.cuda.OutOfMemoryError as e:
         result.reasons.append(f"out of memory: {str(e).splitlines()[0]}")
-    except Exception as e:  # a wrong implementation is a result, not a crash of the harness
+    except ImplementationError as wrapped:  # a wrong implementation is a result, not a crash of the harness
+        e = wrapped.error
         last = traceback.extract_tb(e.__traceback__)[-1]
         result.reasons.append(f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
                               f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+    except Exception as e:  # the contract's inputs/reference or the harness itself: never blamed on the impl
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        result.reasons.append(f"harness error, not the implementation's: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''} "
+                              f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+        result.harness_error = True
     result.passed = not result.reasons
     result.seconds = time.perf_counter() - t0
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return result
+
+
+def _tensors(outs: object, n: int) -> bool:
+    return isinstance(outs, tuple) and len(outs) == n and all(isinstance(o, torch.Tensor) for o in outs)
 
 
 def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result: CheckResult) -> None:
@@ -238,6 +280,8 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     _poison_allocator(device, out_bytes)
     outs = _run(spec, impl, inputs)
     _check_values(spec, case, inputs, outs, result, "run")
+    if not _tensors(outs, len(spec.outputs)):  # (already a reason) nothing further can be compared
+        return
 
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor) and name not in impl.mutates:
@@ -252,13 +296,13 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     outs = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in outs)
     _poison_allocator(device, out_bytes)
     again = _run(spec, impl, pristine if impl.mutates else inputs)
-    if any(not bitwise_equal(a, b) for a, b in zip(outs, again)):
+    if any(not same_output(a, b) for a, b in zip(outs, again)):
         result.reasons.append("not deterministic: two calls on the same inputs differ bitwise")
 
     if rows > 1:
         for sl in (slice(0, 1), slice(rows // 2, min(rows, rows // 2 + 3)), slice(rows - 1, rows)):
             sub = _run(spec, impl, spec.batch_subset(pristine, sl))
-            if any(not bitwise_equal(s, o[sl]) for s, o in zip(sub, outs)):
+            if any(not same_output(s, o[sl]) for s, o in zip(sub, outs)):
                 result.reasons.append(f"{NOT_BATCH_INVARIANT}: rows {sl.start}:{sl.stop} alone differ bitwise")
                 break
 

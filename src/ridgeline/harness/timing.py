@@ -23,6 +23,9 @@ import torch
 
 REGIMES = ("cold-eager", "graph-cold", "graph-hot", "host", "cpu")
 STABLE_REL = 0.01
+# A median that settled is still not "stable" when the samples spread this much (IQR / median): the figure would
+# move with the next run (a CPU timing with an IQR of 29% of its median was once called stable).
+STABLE_MAX_IQR_REL = 0.2
 
 
 @dataclass
@@ -66,6 +69,7 @@ def _adaptive(regime: str, round_fn: Callable[[], list[float]], budget_s: float,
             break
         prev = med
     med, iqr = median_iqr(samples)
+    stable = stable and med > 0 and iqr <= STABLE_MAX_IQR_REL * med
     return Timing(regime, samples, med, iqr, len(samples), stable)
 
 

@@ -73,8 +73,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: Path | None = None) -> RunRecord:
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"run record: expected schema {SCHEMA!r}, got {d.get('schema')!r}")
+        validate_record(d, path)
         return cls(
             kind=d["kind"], command=d["command"], env=d["env"], device=d["device"], settings=d["settings"],
             run_id=d["run_id"], created=d["created"], finished=d.get("finished"), complete=d.get("complete", False),
@@ -133,6 +132,39 @@ class RunRecord:
         )
 
 
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "kind": str, "command": str, "env": dict, "device": dict, "settings": dict, "run_id": str, "created": str}
+_LISTS = ("checks", "measurements", "failures", "profiles")
+_MEASUREMENT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "op": str, "impl": str, "shape": list, "dtype": str, "regime": str, "median_us": (int, float)}
+
+
+def validate_record(d: Any, path: Path | str | None = None) -> None:
+    """Raise ValueError (one line, naming the file and the first problem) unless `d` is a run record."""
+    where = f"{path}: " if path is not None else ""
+    if not isinstance(d, dict):
+        raise ValueError(f"run record: {where}expected a JSON object, got a {type(d).__name__}")
+    if d.get("schema") != SCHEMA:
+        raise ValueError(f"run record: {where}expected schema {SCHEMA!r}, got {d.get('schema')!r} "
+                         "(not a record `ridgeline bench` wrote)")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(d.get(key), kind):
+            raise ValueError(f"run record: {where}{key!r} is missing or not a {_kind(kind)}")
+    for key in _LISTS:
+        if key in d and not (isinstance(d[key], list) and all(isinstance(x, dict) for x in d[key])):
+            raise ValueError(f"run record: {where}{key!r} must be a list of objects")
+    for i, m in enumerate(d.get("measurements", [])):
+        for key, kind in _MEASUREMENT_KEYS.items():
+            if not isinstance(m.get(key), kind) or isinstance(m.get(key), bool):
+                raise ValueError(f"run record: {where}measurement {i} has no valid {key!r} ({_kind(kind)})")
+
+
+def _kind(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "object", list: "list", str: "string", int: "number", float: "number"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
+
+
 def load_record(path: Path | str) -> RunRecord:
     p = Path(path)
     try:
@@ -141,4 +173,6 @@ def load_record(path: Path | str) -> RunRecord:
         raise ValueError(f"run record: no such file {p}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"run record: {p} is not valid JSON ({e})") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise ValueError(f"run record: cannot read {p}: {type(e).__name__}") from None
     return RunRecord.from_dict(data, path=p)

@@ -25,7 +25,7 @@ VERDICT_STYLE = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "U
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}")
+    err.print(f"[red]error:[/] {_esc(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -110,6 +110,9 @@ def compare_command(
     if resamples < 100:
         _fail(f"--resamples: expected at least 100, got {resamples}")
     cmp = compare_runs(_load(base), _load(new), t, resamples, confidence, seed)
+    if not cmp.rows:
+        _fail(f"compare: {base} and {new} have no measurement in common (same op, impl, shape, dtype, variant and "
+              f"regime); {len(cmp.only_base)} only in BASE, {len(cmp.only_new)} only in NEW")
     show_variant = any(r.variant for r in cmp.rows)
     rt = RichTable(title=f"{cmp.new_run} (NEW) / {cmp.base_run} (BASE): ratio of median times, below 1 is faster",
                    title_justify="left")
