@@ -156,3 +156,17 @@ def test_version_and_module_entry():
     out = subprocess.run([sys.executable, "-m", "ridgeline", "--version"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("ridgeline "), out.stderr
+
+
+def test_recorded_command_has_no_machine_path():
+    from ridgeline.records.env import command_line
+
+    assert command_line(["/home/u/.venv/bin/ridgeline", "bench", "rmsnorm", "--shapes", "1x8"]) == \
+        "ridgeline bench rmsnorm --shapes 1x8"
+    assert command_line(["/x/ridgeline/__main__.py", "ops"]) == "python -m ridgeline ops"
+
+
+def test_vram_tables_are_not_cut_in_a_pipe():
+    r = runner.invoke(app, ["vram", "Llama-3.1-8B", "--gpu", "H200"])
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output, r.output

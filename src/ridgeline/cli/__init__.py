@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +18,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 # Without a GPU the kernels run under Triton's CPU interpreter; it must be chosen before any kernel is decorated.
 if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
+# Notices that mean nothing to a user of the tool: numpy's overflow warnings inside Triton's interpreter (it
+# evaluates masked-off lanes too), and torch's "No CUDA runtime is found, using CUDA_HOME" when an extension loads.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 from ridgeline.cli import render  # noqa: E402
 

@@ -82,6 +82,15 @@ def nvml_state(index: int = 0) -> dict[str, Any]:
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
+def command_line(argv: list[str]) -> str:
+    """The command as a user retypes it: the entry point by its name, not this machine's path to it."""
+    argv = list(argv)
+    if argv and Path(argv[0]).name in ("ridgeline", "__main__.py"):
+        argv[0] = "ridgeline" if Path(argv[0]).name == "ridgeline" else "python -m ridgeline"
+        return argv[0] + (" " + shlex.join(argv[1:]) if argv[1:] else "")
+    return shlex.join(argv)
+
+
 def capture_env(argv: list[str] | None = None) -> dict[str, Any]:
     import triton
 
@@ -95,7 +104,7 @@ def capture_env(argv: list[str] | None = None) -> dict[str, Any]:
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "ridgeline": ridgeline.__version__,
-        "command": shlex.join(argv if argv is not None else sys.argv),
+        "command": command_line(argv if argv is not None else sys.argv),
         **git_state(),
     }
     from ridgeline.lib.launch import interpreter_enabled

@@ -56,7 +56,8 @@ def vram_command(
     out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON record to this file.")] = None,
 ) -> None:
     """Plan the KV cache for serving MODEL with vLLM: every memory term, per GPU and in total (GiB = 2^30 B)."""
-    console = Console()
+    # Logs and pipes get full-width tables (Rich would cut numbers at 80 columns).
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True)
     try:
         result: Plan = plan(
