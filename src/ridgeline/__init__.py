@@ -19,6 +19,15 @@ from ridgeline.core.spec import Case, Cost, Impl, OpSpec, Tolerance
 __version__ = "0.1.0"
 
 
+def _snapshot_timers() -> None:
+    importlib.import_module("ridgeline.harness.guards").snapshot_timers()
+
+
+from ridgeline.core import userfile as _userfile  # noqa: E402
+
+_userfile.BEFORE_IMPORT.append(_snapshot_timers)
+
+
 def _exports() -> dict[str, str]:
     """Public kernel functions of every op package: name -> module (the packages are light to import)."""
     import ridgeline.ops as ops

@@ -198,7 +198,7 @@ def test_the_first_graph_timings_in_a_process_are_discarded(monkeypatch):
 
     calls = []
 
-    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls):
+    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls, verify=None):
         calls.append(budget_s)
         return timing.Timing(regime, [float(len(calls))], float(len(calls)), 0.0, 1, True)
 
@@ -219,7 +219,7 @@ def test_a_settle_timing_that_fails_is_not_counted(monkeypatch):
 
     calls = []
 
-    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls):
+    def fake_once(fns, budget_s, regime, target_replay_ms, max_calls, verify=None):
         calls.append(budget_s)
         if len(calls) == 1:
             raise RuntimeError("capture failed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ridgeline.core.spec import Impl, OpSpec, shape_label
@@ -56,7 +57,8 @@ def bench_table(record: dict[str, Any]) -> Table:
     if cpu:
         title += " — CPU figures: they say nothing about GPU speed"
     t = Table(title=title)
-    cols = ["shape", "dtype", "regime", "impl", "us", "GB/s", "TFLOP/s", "% roof", "% SOL", "vs base", "vs best peer"]
+    cols = ["shape", "dtype", "regime", "impl", "us", "GB/s", "TFLOP/s", "% roof", "% SOL", "vs base", "vs best peer",
+            "verdict"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("shape", "dtype", "regime", "impl") else "right")
     ms = sorted(ms, key=lambda m: (m["shape"][-1], m["shape"], m["dtype"], m["regime"], m["median_us"]))
@@ -72,9 +74,16 @@ def bench_table(record: dict[str, Any]) -> Table:
             _fmt(m["median_us"], ".2f"), _fmt(m.get("gbps"), ".0f"), _fmt(m.get("tflops"), ".2f"),
             _fmt(_pct(m.get("pct_of_roof")), ".1f"), _fmt(_pct(m.get("pct_of_sol")), ".1f"),
             _fmt(m.get("speedup_vs_baseline"), ".2f", "x"), _fmt(m.get("speedup_vs_best_peer"), ".2f", "x"),
-            end_section=False,
+            _verdict(m), end_section=False,
         )
     return t
+
+
+def _verdict(m: dict[str, Any]) -> str:
+    if m.get("suspect"):
+        kinds = sorted({str(r).split(":")[0] for r in m["suspect"]})
+        return "[red]SUSPECT[/]: " + escape(", ".join(kinds))
+    return "[yellow]caveat[/]" if m.get("caveat") else ""
 
 
 def _pct(v: float | None) -> float | None:
@@ -93,10 +102,12 @@ def result_line(r: dict[str, Any]) -> str:
 
 def failures_table(record: dict[str, Any]) -> Table | None:
     """Failures grouped by (impl, stage, regime, reason): one row per distinct reason, with its cases and count."""
-    if not record["failures"]:
+    caught = [{**m, "stage": "guard", "reason": "suspect: " + "; ".join(m["suspect"])}
+              for m in record.get("measurements", []) if m.get("suspect")]
+    if not record["failures"] and not caught:
         return None
     groups: dict[tuple[str, str, str, str], list[str]] = {}
-    for f in record["failures"]:
+    for f in record["failures"] + caught:
         case = " ".join(p for p in (shape_label(f["shape"]), f["dtype"], f.get("variant", "")) if p)
         key = (f["impl"], f["stage"], f.get("regime", ""), f["reason"][:160])
         groups.setdefault(key, []).append(case)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 
 from ridgeline.core import registry
 from ridgeline.core.spec import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
+from ridgeline.harness import guards
 from ridgeline.harness.correctness import check_case, only_batch_variance
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
@@ -97,13 +99,19 @@ def _bound(fn: Callable[..., Any], spec: OpSpec, inputs: dict[str, Any]) -> Call
 
 def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.device, plan: BenchPlan,
           profile: dict[str, Any]) -> Timing:
+    """Time one implementation in one regime, then run the guards on what was timed (once, not per sample)."""
     inputs = spec.make_inputs(case, device, plan.seed)
-    if regime == "cpu":
-        return time_cpu(_bound(impl.fn, spec, inputs), plan.budget_s)
-    if regime == "cold-eager":
-        return time_cold_eager(_bound(impl.fn, spec, inputs), plan.budget_s)
-    if regime == "host":
-        return time_host(_bound(impl.fn, spec, inputs), plan.budget_s)
+    call = _bound(impl.fn, spec, inputs)
+    verify_seed = plan.seed + 65537
+    if regime in ("cpu", "cold-eager", "host"):
+        timer = {"cpu": time_cpu, "cold-eager": time_cold_eager, "host": time_host}[regime]
+        t = timer(call, plan.budget_s)
+        g0 = time.perf_counter()
+        if device.type == "cuda":
+            t.suspect += guards.wall_vs_events(call) + guards.side_streams(call)
+        t.suspect += guards.verify_eager(spec, impl, case, inputs, device, verify_seed)
+        t.extra["guard_s"] = round(time.perf_counter() - g0, 4)  # what the guards cost, once per measurement
+        return t
     sets = [inputs]
     if regime == "graph-cold":
         cost = spec.cost_of(case)
@@ -111,7 +119,18 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
         if cost.bytes < 4 * l2:
             want = min(4096, math.ceil(ROTATE_L2_MULTIPLE * l2 / max(cost.bytes, 1)))
             sets += [spec.make_inputs(case, device, plan.seed + i) for i in range(1, want)]
-    return time_graph([_bound(impl.fn, spec, s) for s in sets], plan.budget_s, regime=regime)
+
+    spent: list[float] = []
+
+    def verify(replay: Callable[[], None], outputs: list[Any]) -> list[str]:
+        g0 = time.perf_counter()
+        reasons = guards.verify_graph(spec, impl, case, sets, device, verify_seed, replay, outputs)
+        spent.append(time.perf_counter() - g0)
+        return reasons
+
+    t = time_graph([_bound(impl.fn, spec, s) for s in sets], plan.budget_s, regime=regime, verify=verify)
+    t.extra["guard_s"] = round(sum(spent), 4)
+    return t
 
 
 def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
@@ -143,11 +162,15 @@ def annotate_speedups(record: RunRecord, baseline: str) -> None:
     for m in record.measurements:
         groups.setdefault((m["op"], tuple(m["shape"]), m["dtype"], m.get("variant", ""), m["regime"]), []).append(m)
     for ms in groups.values():
-        base = next((m for m in ms if m["impl"] == baseline), None)
+        base = next((m for m in ms if m["impl"] == baseline and not m.get("suspect")), None)
         for m in ms:
             m["baseline"] = baseline if base else None
+            if m.get("suspect"):  # a caught implementation never counts as faster (or as the best peer)
+                m["speedup_vs_baseline"] = m["speedup_vs_best_peer"] = m["best_peer"] = None
+                m["best_peer_caveat"] = None
+                continue
             m["speedup_vs_baseline"] = base["median_us"] / m["median_us"] if base and m["median_us"] else None
-            peers = [p for p in ms if p.get("source") == "peer" and p["impl"] != m["impl"]]
+            peers = [p for p in ms if p.get("source") == "peer" and p["impl"] != m["impl"] and not p.get("suspect")]
             best = min(peers, key=lambda p: p["median_us"], default=None)
             m["best_peer"] = best["impl"] if best else None
             m["best_peer_caveat"] = best.get("caveat") if best else None
@@ -205,8 +228,10 @@ def run_bench(
                 key = measurement_key({**_failure_base(spec.name, impl, case), "regime": regime})
                 if record.has_measurement(key) or record.has_failure(key, "time"):
                     continue
+                before = guards.tampered_by(impl, guards.restore_timers(), during=False)
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile)
+                    timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)
                 except Exception as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                     failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
@@ -221,6 +246,9 @@ def run_bench(
                 if impl.name in caveats:
                     m["caveat"] = caveats[impl.name]
                 place_on_roofline(m, spec, case, profile)
+                suspect = timing.suspect + guards.faster_than_light(m, profile)
+                if suspect:  # kept for the record, never counted as a speedup or a win
+                    m["suspect"] = sorted(set(suspect))
                 if device.type == "cuda":
                     nv = nvml_state(device.index if device.index is not None else torch.cuda.current_device())
                     m["sm_clock_mhz"] = nv.get("sm_clock_mhz")
@@ -395,3 +423,6 @@ def estimate_cpu_seconds(plan: BenchPlan) -> float:
             scale = max(1.0, spec.cost_of(case).bytes / part_bytes)
             total += warm_up + per_call * scale * (CPU_CALLS_PER_CHECK + CPU_CALLS_PER_TIMING) + plan.budget_s
     return total
+
+
+guards.snapshot_timers()  # (again, in case no user file was imported through the package facade)

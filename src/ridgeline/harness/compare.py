@@ -72,6 +72,9 @@ def bootstrap_ratio(
     return float(np.median(n) / np.median(b)), float(lo), float(hi)
 
 
+SUSPECT = "SUSPECT"  # one side was caught by the bench's guards (result reuse, side stream, ...)
+
+
 def verdict(lo: float | None, hi: float | None, threshold: float) -> str:
     if lo is None or hi is None:
         return UNCLEAR
@@ -211,8 +214,13 @@ def compare_runs(
             notes.append("NEW fails its check here")
         if key[:5] in wrong_base:
             notes.append("BASE failed its check here")
+        judged = verdict(lo, hi, threshold)
+        for side, m in (("NEW", mn), ("BASE", mb)):
+            if m.get("suspect"):  # a caught measurement is never FASTER or SLOWER than anything
+                notes.append(f"{side} suspect: " + "; ".join(map(str, m["suspect"])))
+                judged = SUSPECT
         cmp.rows.append(Row(key[0], key[1], list(key[2]), key[3], key[4], key[5], base_us, new_us,
-                            int(sb.size), int(sn.size), ratio, lo, hi, verdict(lo, hi, threshold), "; ".join(notes)))
+                            int(sb.size), int(sn.size), ratio, lo, hi, judged, "; ".join(notes)))
     cmp.only_base = sorted(set(bm) - set(nm), key=_order)
     cmp.only_new = sorted(set(nm) - set(bm), key=_order)
     return cmp

@@ -279,7 +279,9 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     out_bytes = sum(v.numel() * v.element_size() for k, v in inputs.items() if k in spec.batch_inputs)
     _poison_allocator(device, out_bytes)
     outs = _run(spec, impl, inputs)
-    _check_values(spec, case, inputs, outs, result, "run")
+    # The reference comes from the pristine copy: an implementation that rewrites its inputs so that the
+    # reference agrees with a wrong output is caught (and named below).
+    _check_values(spec, case, pristine, outs, result, "run")
     if not _tensors(outs, len(spec.outputs)):  # (already a reason) nothing further can be compared
         return
 
@@ -287,6 +289,11 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
         if isinstance(value, torch.Tensor) and name not in impl.mutates:
             if not bitwise_equal(value, pristine[name]):
                 result.reasons.append(f"input {name} was modified")
+    for out_name, out in zip(spec.outputs, outs):
+        for name, value in inputs.items():
+            if (isinstance(value, torch.Tensor) and name not in impl.mutates and value.numel() and out.numel()
+                    and out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()):
+                result.reasons.append(f"output {out_name} aliases input {name} (which it does not declare it writes)")
 
     rows = spec.rows(case.shape)
     if rows == 0:
@@ -310,8 +317,9 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     # (Drop the first set first: a case of more than 2^31 elements must fit twice, not four times.)
     del inputs, pristine, outs, again
     fresh = spec.make_inputs(case, device, seed + 7919)
+    fresh_pristine = _clone_inputs(fresh)
     _poison_allocator(device, out_bytes)
-    _check_values(spec, case, fresh, _run(spec, impl, fresh), result, "fresh inputs")
+    _check_values(spec, case, fresh_pristine, _run(spec, impl, fresh), result, "fresh inputs")
 
 
 def check(

@@ -37,6 +37,7 @@ class Timing:
     n: int
     stable: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    suspect: list[str] = field(default_factory=list)  # what the guards caught (the bench records it)
 
     def to_dict(self) -> dict[str, Any]:
         return {"regime": self.regime, "samples_us": [round(s, 5) for s in self.samples_us],
@@ -123,12 +124,16 @@ def _host_us_per_call(fn: Callable[[], Any], calls: int) -> float:
     return (t1 - t0) * 1e6 / calls
 
 
-def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.Stream,
+             keep: list[Any] | None = None) -> torch.cuda.CUDAGraph:
+    """One graph of `repeats` passes over the calls; `keep` receives the outputs of the last pass (the graph
+    rewrites them on every replay, so a guard can read what a replay computed)."""
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=stream):
-        for _ in range(repeats):
-            for f in fns:
-                f()
+        for r in range(repeats):
+            outs = [f() for f in fns]
+            if keep is not None and r == repeats - 1:
+                keep.extend(outs)
     return g
 
 
@@ -142,9 +147,12 @@ SETTLE_BUDGET_S = 0.1
 _graph_timings_run = 0
 
 
+GraphVerify = Callable[[Callable[[], None], list[Any]], list[str]]
+
+
 def time_graph(
     fns: Sequence[Callable[[], Any]], budget_s: float = 2.0, *, regime: str = "graph-cold",
-    target_replay_ms: float = 1.0, max_calls: int = 20000,
+    target_replay_ms: float = 1.0, max_calls: int = 20000, verify: GraphVerify | None = None,
 ) -> Timing:
     """Capture calls over each input set (repeated) into one graph; a sample is one replay / calls in it. The
     first call in a process settles first (SETTLE_GRAPH_TIMINGS discarded timings)."""
@@ -152,13 +160,13 @@ def time_graph(
     while _graph_timings_run < SETTLE_GRAPH_TIMINGS:  # (a settle run that raises is not counted: the next call retries)
         _time_graph_once(fns, min(budget_s, SETTLE_BUDGET_S), regime, target_replay_ms, max_calls)
         _graph_timings_run += 1
-    t = _time_graph_once(fns, budget_s, regime, target_replay_ms, max_calls)
+    t = _time_graph_once(fns, budget_s, regime, target_replay_ms, max_calls, verify)
     _graph_timings_run += 1
     return t
 
 
 def _time_graph_once(fns: Sequence[Callable[[], Any]], budget_s: float, regime: str, target_replay_ms: float,
-                     max_calls: int) -> Timing:
+                     max_calls: int, verify: GraphVerify | None = None) -> Timing:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -176,7 +184,8 @@ def _time_graph_once(fns: Sequence[Callable[[], Any]], budget_s: float, regime: 
     per_pass_ms = max(start.elapsed_time(end), 1e-3)
     del probe_graph
     repeats = max(1, min(int(target_replay_ms / per_pass_ms), max_calls // max(1, len(fns))))
-    graph = _capture(fns, repeats, stream)
+    outputs: list[Any] = []
+    graph = _capture(fns, repeats, stream, outputs)
     calls = repeats * len(fns)
     graph.replay()
     torch.cuda.synchronize()
@@ -192,6 +201,8 @@ def _time_graph_once(fns: Sequence[Callable[[], Any]], budget_s: float, regime: 
 
     t = _adaptive(regime, one_round, budget_s, min_samples=30)
     t.extra.update(calls_per_replay=calls, input_sets=len(fns))
+    if verify is not None:  # once, after the samples: the graph that was timed, replayed on refilled inputs
+        t.suspect += verify(graph.replay, outputs)
     return t
 
 

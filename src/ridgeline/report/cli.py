@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
-VERDICT_STYLE = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "UNCLEAR": "yellow"}
+VERDICT_STYLE = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "dim", "UNCLEAR": "yellow",
+                 "SUSPECT": "bold magenta"}
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -157,7 +157,7 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
     best: dict[tuple[int, ...], float] = {}
     for m in group.items:
         med = num(m.get("median_us"))
-        if med is not None and case_key(m) not in wrong:
+        if med is not None and case_key(m) not in wrong and not m.get("suspect"):
             s = shape_of(m)
             best[s] = min(best.get(s, med), med)
     baselines = {m.get("baseline") for m in group.items if m.get("baseline")}
@@ -166,13 +166,16 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
     for m in group.items:
         key, med = case_key(m), num(m.get("median_us"))
         is_wrong = key in wrong
-        is_best = med is not None and not is_wrong and med == best.get(shape_of(m))
+        is_suspect = bool(m.get("suspect"))
+        is_best = med is not None and not is_wrong and not is_suspect and med == best.get(shape_of(m))
         nz = noise(m)
         launch = m.get("launch") if isinstance(m.get("launch"), dict) else {"config": m.get("launch")}
         launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
                                            str(launch.get("config") or "")) if x) or DASH
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
             "not batch invariant" if m.get("caveat") else DASH))
+        if is_suspect:  # caught by the bench's guards: never the best, never a speedup
+            check = "SUSPECT: " + "; ".join(sorted({str(r).split(":")[0] for r in m["suspect"]}))
         n = sample_count(m)
         rows.append([
             Cell(shape_text(shape_of(m)), _shape_sort(shape_of(m))),
@@ -186,14 +189,16 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
             Cell.number(nz, fmt_pct(nz), "warn" if (nz or 0) > 0.05 or m.get("stable") is False else ""),
             Cell.number(n, fmt_int(n)),
             Cell(launch_text, launch_text if launch_text != DASH else None),
-            Cell(check, check if check != DASH else None, "bad" if is_wrong else ""),
+            Cell(check, check if check != DASH else None, "bad" if is_wrong or is_suspect else ""),
         ])
     headers = list(MEASUREMENT_HEADERS)
     headers[7] = f"speedup vs {base_name}"
     cap = ("µs: median device time. % of roof: achieved bandwidth (or FLOP/s) over the probed ceiling that binds. "
            "% of SOL: speed-of-light time (launch floor + ideal bytes / copy bandwidth) over the median. "
            "noise: IQR / median. Bold: fastest correct implementation at the shape; struck out: wrong results; "
-           "'not batch invariant': right values, but rows alone differ bitwise from the same rows in a batch.")
+           "'not batch invariant': right values, but rows alone differ bitwise from the same rows in a batch. "
+           "SUSPECT: caught by a guard (result reuse, work outside the timed stream, timer tampered, faster than "
+           "the speed of light): its time is shown, never counted.")
     return Table(group.title, headers, rows, {2, 3, 4, 5, 6, 7, 8, 9}, cap)
 
 
