@@ -265,9 +265,9 @@ def test_fp8_joint_max_reduction(n):
     assert torch.equal(ro, (x.double() + r.double()).to(bf16))
     joint = dataclasses.replace(launch_config(n, torch.bfloat16, True), joint_max=True)
     import ridgeline.ops.rmsnorm.rules as k
-    assert k._quant(joint, False, False).weight_first
-    assert not k._quant(launch_config(n, torch.bfloat16), False, False).weight_first
-    assert k._quant(launch_config(n, torch.bfloat16), False, True).joint_max
+    assert k._quant(False, False)(joint, None).weight_first
+    assert not k._quant(False, False)(launch_config(n, torch.bfloat16), None).weight_first
+    assert k._quant(False, True)(launch_config(n, torch.bfloat16), None).joint_max
 
 
 def test_joint_max_and_stream_hints_follow_the_measured_rules():
@@ -634,7 +634,7 @@ def _ptx_for_sm90(loop: str) -> list[str]:
         + loop
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout.split("=====")[:-1]
@@ -760,3 +760,32 @@ def test_stream_loads_follow_the_l2_rule():
         assert config_for(4096, torch.bfloat16, 2048, fused=True, quant=2).stream_loads
         assert not config_for(4096, torch.bfloat16, 4096, fused=True, quant=2).stream_loads
         assert not config_for(8192, torch.bfloat16, 4096, quant=1).stream_loads
+
+
+def test_the_rule_tables_give_the_configs_of_c371f09s_branches_in_every_golden_case():
+    """tests/data/rmsnorm_rules_golden.json.gz (tests/ops/rmsnorm/rules_golden.py, generated from c371f09's rules.py,
+    the 37 branches): every field of the config the tables resolve, for every case enumerated there (widths and row
+    counts at every threshold of the old rules +-1, dtypes, ops, weights, FP8 epilogues, 132 and 20 SMs, GPU and
+    interpreter), and every rule of every table decides at least one of them."""
+    import collections
+
+    import rules_golden as golden
+
+    from ridgeline.ops.rmsnorm import rules
+
+    data = golden.load()
+    assert data["fields"] == [f.name for f in dataclasses.fields(LaunchConfig)]
+    configs, hits, differ, cases = data["configs"], collections.Counter(), [], 0
+    for sms, interp, dname, fused, wname, quant, n, ms, idx in data["groups"]:
+        dtype, wdtype = golden.DTYPES[dname], golden.WEIGHTS[wname]
+        for m, i in zip(ms, idx):
+            case = rules.Case.of(n, dtype, m, fused, wdtype, quant, sms=sms, interpreted=interp,
+                                 l2_bytes=golden.L2_BYTES)
+            cfg, decided = rules.trace(case)
+            cases += 1
+            hits.update(r.name for r in decided)
+            if golden.fields(cfg) != configs[i] and len(differ) < 10:
+                differ.append((case, cfg.describe(), configs[i]))
+    assert cases > 600000 and not differ, differ
+    unused = [r.name for t in (rules.LAYOUTS, rules.CALLS, rules.HINTS) for r in t if not hits[r.name]]
+    assert not unused, unused

@@ -114,13 +114,13 @@ class _RMSNormFamily:
         return _edge_cases(self, dtype, device)
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
-        from ridgeline.ops.rmsnorm.kernel import _grid, config_for
+        from ridgeline.ops.rmsnorm.kernel import config_for, grid_for
 
         rows = _numel(case.shape[:-1])
         cfg = config_for(case.shape[-1], case.dtype, rows, fused=self.name == "fused_add_rmsnorm",
                          weight_dtype=torch.float32 if case.variant == "w-fp32" else None)
         return {"config": cfg.describe(), "num_warps": cfg.num_warps, "block_n": cfg.block_n,
-                "grid": _grid(rows, cfg, torch.device(device)) if rows else 0}
+                "grid": grid_for(rows, cfg, torch.device(device)) if rows else 0}
 
 
 class RMSNormSpec(_RMSNormFamily, OpSpec):
