@@ -122,25 +122,26 @@ def profile(
         skip.append({"what": "running the implementation", "why": implementation.reason})
     inputs = fn = None
     ran = False
-    no_triton = ""  # why there are no compile facts: the call launched no Triton kernel
+    no_facts = ""  # why there are no compile facts (no Triton launch, or the call failed)
     if cuda and implementation.available:
         inputs = _profile_gpu_call(prof, spec, impl_ref, Case(shape, tdtype, variant), out, sms, target_arch)
         ran = inputs is not None
         fn = implementation.fn if ran else None
         if ran and not prof["kernels"] and "launch" not in prof:
-            no_triton = "the call launched no triton.jit kernel"
-    if not prof["kernels"] and not no_triton and implementation.available:
+            no_facts = "the call launched no triton.jit kernel (on the GPU, nothing new in the JIT caches either)"
+    if not prof["kernels"] and not no_facts and implementation.available:
         try:  # recorded without running, in this process: which kernels, and are there any
             call = capture_call(spec, impl_ref, shape, tdtype, variant, sm_count=sms)
             notes += call.notes
             prof.update({k: v for k, v in _launch_info(call.launches, sms).items() if k not in prof})
         except ValueError as e:
             call = None
-            no_triton = str(e).removeprefix("profile: ")
+            no_facts = str(e).removeprefix("profile: ")
         if call is not None:
             _aot(prof, call, op_ref, impl_ref, shape, dname, variant, target_arch, out, sms, cuda, why_not)
-    if no_triton:
-        skip.append({"what": "compile facts and SASS", "why": no_triton})
+    if no_facts:
+        skip.append({"what": "compile facts and SASS", "why": no_facts})
+    if "launched no triton.jit kernel" in no_facts:
         notes.append(f"{impl} ({implementation.source}) launches no Triton kernel through triton.jit that the "
                      "profiler could see: compile facts and SASS cover Triton kernels; Nsight Compute and the trace "
                      "apply to any implementation.")
