@@ -75,3 +75,24 @@ def test_profile_gpu_peer(tmp_path):
     prof = P.profile("rmsnorm", "torch-eager", (1024, 4096), "bf16", out_dir=tmp_path)
     assert "kineto" in prof, prof["not_collected"]
     assert prof["kineto"]["kernels"], "the eager peer launches kernels the trace must see"
+
+
+@pytest.mark.gpu
+def test_profile_gpu_user_op(tmp_path):
+    """A user's op and kernel from a file: the launch runs on the GPU and its compiled kernel comes with it."""
+    toy = Path(__file__).resolve().parent / "profile_toy_op.py"
+    prof = _profile_in_fresh_process(tmp_path, f"{toy}:ScaleAdd", f"{toy}:scale_add", "4096x4096", "fp32")
+    (k,) = [k for k in prof["kernels"] if k["name"] == "_scale_add_kernel"]
+    assert k["source"] == "jit-cache" and k["registers"] > 0 and k["launches"] == 1
+    assert k["sass"]["global_loads"].get("128", 0) > 0
+    assert prof["launch"]["grid"] == 4096 * 4096 // 1024 and prof["source"] == "user"
+
+
+@pytest.mark.gpu
+def test_profile_gpu_autotuned_user_kernel_records_the_tuned_launch(tmp_path):
+    toy = Path(__file__).resolve().parent / "profile_toy_op.py"
+    prof = P.profile(f"{toy}:ScaleAdd", f"{toy}:scale_add_tuned", (1024, 1024), "fp32", out_dir=tmp_path,
+                     kineto=False)
+    assert "best of 2" in prof["launch"]["autotune"]
+    launched = [k for k in prof["kernels"] if k["launches"]]
+    assert len(launched) == 1 and launched[0]["name"] == "_scale_add_tuned_kernel"

@@ -140,3 +140,34 @@ def test_profile_command_bad_input_is_one_line(tmp_path, argv, message):
     text = " ".join(res.output.split())  # (rich wraps the one message at the terminal's width)
     assert message in text and "Traceback" not in text and text.count("error:") == 1, res.output
     assert text.startswith("error:"), res.output
+
+
+def test_recorded_launches_travel_to_a_child_as_json():
+    (launch,) = P.capture_launches(SPEC, TUNED, (8, 256), torch.float16)
+    data = P.launch_to_json(launch)
+    assert data["qualname"] == "_scale_add_tuned_kernel" and data["file"] == str(TOY)
+    back = P.launch_from_json(json.loads(json.dumps(data)))
+    assert back.args == launch.args and back.num_warps == 2 and back.config == launch.config
+    assert P.specialization(P.as_jit(back.kernel), back.args) == P.specialization(P.as_jit(launch.kernel),
+                                                                                  launch.args)
+
+    def inner_kernel():  # a kernel defined inside a function cannot be found by name there
+        pass
+
+    assert P.launch_to_json(P.TritonLaunch(type("K", (), {"fn": inner_kernel})(), {}, 4, 1, "")) is None
+
+
+@needs_tools
+def test_profile_of_a_triton_peer_registered_at_runtime(tmp_path):
+    """A peer registered in this process only (no op package defines it): its recorded launch, not its name, goes
+    to the child that compiles it."""
+    from ridgeline.core.registry import get_spec, register_impl
+    from ridgeline.core.userfile import load_object
+
+    get_spec(SPEC)
+    register_impl("toy_scale_add", "toy-triton-peer", "peer", lambda: load_object(PLAIN, "impl")[0])
+    prof = P.profile(SPEC, "toy-triton-peer", (16, 1024), "fp16", out_dir=tmp_path, kineto=False)
+    assert prof["source"] == "peer" and (tmp_path / "launches.json").is_file()
+    (k,) = prof["kernels"]
+    assert k["name"] == "_scale_add_kernel" and k["source"] == "aot" and k["registers"] > 0
+    assert not any(n for n in prof["notes"] if "launches no Triton kernel" in n)

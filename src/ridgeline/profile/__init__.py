@@ -8,7 +8,15 @@ call makes, by patching Triton's launch entry points), hooks (an op's optional `
 kineto (torch profiler trace), run (the `profile(...)` entry point and `attach_profile`).
 """
 
-from ridgeline.profile.aot import aot_compile, aot_kernel_facts, compile_launches, specialization
+from ridgeline.profile.aot import (
+    aot_compile,
+    aot_kernel_facts,
+    compile_in_child,
+    compile_launches,
+    launch_from_json,
+    launch_to_json,
+    specialization,
+)
 from ridgeline.profile.facts import kernel_facts
 from ridgeline.profile.hooks import hooks_for
 from ridgeline.profile.jit_cache import compiled_in, jit_new_kernels, jit_snapshot
@@ -37,10 +45,11 @@ from ridgeline.profile.sass import (
 )
 
 __all__ = [
-    "ARCH_LIMITS", "DEFAULT_ARCH", "DEFAULT_SM_COUNT", "NCU_METRICS", "PROFILE_SCHEMA", "ArchLimits", "CallCapture",
-    "LaunchCapture", "TensorArg", "TritonLaunch", "access_width", "aot_compile", "aot_kernel_facts", "as_jit",
-    "attach_profile", "capture_call", "capture_launches", "compile_launches", "compiled_in", "default_out_dir",
-    "disassemble", "hooks_for", "jit_new_kernels", "jit_snapshot", "kernel_facts", "ncu_command", "occupancy",
-    "parse_ncu_csv", "parse_sass", "profile", "ptxas_usage", "record_launch", "resource_usage",
-    "run_kineto", "run_ncu", "sass_opcodes", "specialization", "summarize_ncu", "summarize_trace", "tool_path",
+    "ARCH_LIMITS", "ArchLimits", "CallCapture", "DEFAULT_ARCH", "DEFAULT_SM_COUNT", "LaunchCapture", "NCU_METRICS",
+    "PROFILE_SCHEMA", "TensorArg", "TritonLaunch", "access_width", "aot_compile", "aot_kernel_facts", "as_jit",
+    "attach_profile", "capture_call", "capture_launches", "compile_in_child", "compile_launches", "compiled_in",
+    "default_out_dir", "disassemble", "hooks_for", "jit_new_kernels", "jit_snapshot", "kernel_facts",
+    "launch_from_json", "launch_to_json", "ncu_command", "occupancy", "parse_ncu_csv", "parse_sass", "profile",
+    "ptxas_usage", "record_launch", "resource_usage", "run_kineto", "run_ncu", "sass_opcodes", "specialization",
+    "summarize_ncu", "summarize_trace", "tool_path",
 ]

@@ -5,7 +5,9 @@ clean child process (ridgeline.profile.child), which records the launch again th
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,71 @@ def aot_kernel_facts(op: str, impl: str, shape: tuple[int, ...], dtype_name: str
     if len(call.launches) > 1:
         out["launches"] = [la.describe() | {"kernel": la.name} for la in call.launches]
     return out
+
+
+# --- recorded launches to a child process and back ----------------------------------------------------------
+def launch_to_json(launch: TritonLaunch) -> dict[str, Any] | None:
+    """A recorded launch as JSON a clean child process can compile (the kernel by module, file and name), or None
+    where it cannot travel (a kernel defined inside a function, a constexpr that is not a plain value)."""
+    fn = getattr(launch.kernel, "fn", None)
+    qualname, module = getattr(fn, "__qualname__", ""), getattr(fn, "__module__", "")
+    if not qualname or not module or "<locals>" in qualname:
+        return None
+
+    def plain(v: Any) -> bool:
+        return v is None or isinstance(v, (bool, int, float, str))
+
+    args: dict[str, Any] = {}
+    for k, v in launch.args.items():
+        if isinstance(v, TensorArg):
+            args[k] = {"tensor": str(v.dtype).removeprefix("torch."), "aligned": v.aligned}
+        elif plain(v):
+            args[k] = v
+        else:
+            return None
+    if not all(plain(v) for v in launch.options.values()):
+        return None
+    return {"module": module, "file": getattr(sys.modules.get(module), "__file__", None), "qualname": qualname,
+            "args": args, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
+            "options": launch.options, "grid": launch.grid, "grid_dims": list(launch.grid_dims),
+            "config": launch.config, "note": launch.note}
+
+
+def launch_from_json(d: dict[str, Any]) -> TritonLaunch:
+    """The launch `launch_to_json` wrote, its kernel imported here (a user's file through ridgeline's loader)."""
+    import importlib
+
+    import torch
+
+    try:
+        obj: Any = importlib.import_module(d["module"])
+    except ImportError:
+        if not d.get("file"):
+            raise
+        from ridgeline.core.userfile import import_file
+
+        obj = import_file(Path(d["file"]), "kernel")
+    for part in d["qualname"].split("."):
+        obj = getattr(obj, part)
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    while isinstance(obj, (Autotuner, Heuristics)):  # around the kernel itself
+        obj = obj.fn
+    args = {k: TensorArg(getattr(torch, v["tensor"]), bool(v["aligned"])) if isinstance(v, dict) else v
+            for k, v in d["args"].items()}
+    return TritonLaunch(obj, args, int(d["num_warps"]), int(d["grid"]), d["config"], d["num_stages"],
+                        dict(d["options"]), tuple(d["grid_dims"]), note=d.get("note", ""))
+
+
+def compile_in_child(launches: list[TritonLaunch], arch: int, out_dir: Path) -> list[dict[str, Any]] | None:
+    """`compile_launches` in a clean child process (no interpreter), the launches going there as JSON
+    (out_dir/launches.json); None where one of them cannot travel."""
+    from ridgeline.profile.child import in_child
+
+    data = [launch_to_json(la) for la in launches]
+    if any(d is None for d in data):
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "launches.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return in_child(["compile", str(path), str(arch), str(out_dir)])["kernels"]

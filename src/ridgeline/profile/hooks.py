@@ -16,8 +16,9 @@ Every function of a hook is optional:
     While active, the op's launch rules pick what a CUDA GPU with ``sm_count`` SMs would, even under Triton's
     CPU interpreter and on meta or CPU tensors (it is entered for record-only captures).
 ``describe_launch(spec, case, inputs, launch) -> dict``
-    Overrides for one recorded launch; today ``"config"``: the op's own description of its launch configuration
-    (by default the kernel's constexprs and warps). Called inside ``gpu_rules`` where the capture entered them.
+    Overrides of fields of one recorded TritonLaunch, e.g. ``"config"``: the op's own description of its launch
+    configuration (by default the kernel's constexprs and warps), or ``"grid"``. Called inside ``gpu_rules``
+    where the capture entered them; a launch of another package's kernel (a peer's) should get ``{}``.
 
 Without a hook the profiler calls the implementation on ``spec.make_inputs(case, "cpu", 0)`` (fine for small
 shapes) and records the launches with their real arguments.

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ridgeline.profile.aot import aot_kernel_facts, compile_launches, interpreter_on
+from ridgeline.profile.aot import aot_kernel_facts, compile_in_child, compile_launches, interpreter_on
 from ridgeline.profile.facts import kernel_facts, meta
 from ridgeline.profile.jit_cache import jit_new_kernels, jit_snapshot
 from ridgeline.profile.kineto import run_kineto
@@ -129,7 +129,7 @@ def profile(
         fn = implementation.fn if ran else None
         if ran and not prof["kernels"] and "launch" not in prof:
             no_facts = "the call launched no triton.jit kernel (on the GPU, nothing new in the JIT caches either)"
-    if not prof["kernels"] and not no_facts and implementation.available:
+    if not prof["kernels"] and not no_facts and not ran and implementation.available:
         try:  # recorded without running, in this process: which kernels, and are there any
             call = capture_call(spec, impl_ref, shape, tdtype, variant, sm_count=sms)
             notes += call.notes
@@ -224,8 +224,10 @@ def _aot(prof: dict[str, Any], call: Any, op_ref: str, impl_ref: str, shape: tup
          variant: str, arch: int, out: Path, sms: int, cuda: bool, why_not: str) -> None:
     """Compile the recorded launches ahead of time (in a clean child under the interpreter)."""
     try:
-        if interpreter_on():
-            aot = aot_kernel_facts(op_ref, impl_ref, shape, dname, variant, arch, out, sms)
+        if interpreter_on():  # the recorded launches go to a clean child; else it records them again there
+            kernels = compile_in_child(call.launches, arch, out)
+            aot = {"kernels": kernels} if kernels is not None else \
+                aot_kernel_facts(op_ref, impl_ref, shape, dname, variant, arch, out, sms)
         else:
             aot = {"kernels": compile_launches(call.launches, arch, out)}
     except Exception as e:  # a compile failure is itself a finding: report it, keep the rest
