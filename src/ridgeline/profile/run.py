@@ -139,8 +139,12 @@ def profile(
             no_facts = str(e).removeprefix("profile: ")
         if call is not None:
             _aot(prof, call, op_ref, impl_ref, shape, dname, variant, target_arch, out, sms, cuda, why_not)
+    if not implementation.available:
+        no_facts = f"implementation unavailable: {implementation.reason}"
     if no_facts:
         skip.append({"what": "compile facts and SASS", "why": no_facts})
+    elif not prof["kernels"] and not any(str(x["what"]).startswith("compile facts") for x in skip):
+        skip.append({"what": "compile facts and SASS", "why": "no compiled kernel came back (see the notes)"})
     if "launched no triton.jit kernel" in no_facts:
         notes.append(f"{impl} ({implementation.source}) launches no Triton kernel through triton.jit that the "
                      "profiler could see: compile facts and SASS cover Triton kernels; Nsight Compute and the trace "
@@ -170,6 +174,8 @@ def profile(
             prof["collected"].append("torch profiler (Kineto) trace")
         except Exception as e:
             skip.append({"what": "torch profiler trace", "why": f"{type(e).__name__}: {e}"})
+    else:
+        skip.append({"what": "torch profiler trace", "why": "the call did not run on the GPU (see above)"})
     (out / "profile.json").write_text(json.dumps(prof, indent=1, default=str) + "\n")
     return prof
 
