@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 
-from ridgeline.harness.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
 from ridgeline.ops.rmsnorm.kernel import (
     _rms_norm_kernel,
     _rms_norm_split_kernel,
@@ -32,6 +31,7 @@ from ridgeline.ops.rmsnorm.kernel import (
     split_constexprs,
 )
 from ridgeline.ops.rmsnorm.rules import LaunchConfig, candidate_configs, config_for, launch_config
+from ridgeline.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,

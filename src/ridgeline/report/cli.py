@@ -175,8 +175,8 @@ def profile_command(
 ) -> None:
     """Profile one implementation at one shape: compile facts, occupancy, SASS, Nsight Compute, torch trace."""
     from ridgeline.core.spec import parse_shape
-    from ridgeline.harness.profile import attach_profile, default_out_dir
-    from ridgeline.harness.profile import profile as run_profile
+    from ridgeline.profile import attach_profile, default_out_dir
+    from ridgeline.profile import profile as run_profile
     from ridgeline.report import tables as T
 
     try:

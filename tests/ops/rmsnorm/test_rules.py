@@ -626,7 +626,7 @@ def _ptx_for_sm90(loop: str) -> list[str]:
     code = (
         "import sys, torch; sys.path.insert(0, 'scripts')\n"
         "from compile_configs import launch_for\n"
-        "from ridgeline.harness.profile import aot_compile\n"
+        "from ridgeline.profile import aot_compile\n"
         "from ridgeline.ops.rmsnorm.kernel import config_for, launch_config\n"
         "def emit(text, launch):\n"
         "    print(text, aot_compile(launch).asm['ptx'])\n"

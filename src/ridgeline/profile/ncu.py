@@ -1,0 +1,123 @@
+"""Nsight Compute: the command (never touching clocks), the raw CSV it exports, and a summary against the spec's
+ideal bytes. ncu runs one call of the implementation in a child process (ridgeline.profile.child)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ridgeline.profile.child import CHILD_CODE, child_env
+from ridgeline.profile.sass import run_tool
+
+NCU_METRICS = {
+    "dram__bytes_read.sum": "dram_bytes_read",
+    "dram__bytes_write.sum": "dram_bytes_write",
+    "gpu__time_duration.sum": "time_us",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy_pct",
+    "launch__grid_size": "grid",
+    "launch__block_size": "block",
+    "launch__registers_per_thread": "registers",
+}
+_UNIT_SCALE = {
+    "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
+    "kibyte": 1024.0, "mibyte": 1024.0**2, "gibyte": 1024.0**3,
+    "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,  # times in microseconds
+}
+
+
+def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str]) -> list[str]:
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+            "--metrics", ",".join(NCU_METRICS), "--export", str(report_base), "--force-overwrite",
+            sys.executable, "-c", CHILD_CODE, *child_argv]
+
+
+def _number(text: str, unit: str) -> float | None:
+    t = text.strip().replace(",", "")
+    if not t or t.lower() in ("n/a", "nan"):
+        return None
+    try:
+        v = float(t)
+    except ValueError:
+        return None
+    return v * _UNIT_SCALE.get(unit.strip().lower(), 1.0)
+
+
+def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
+    """Rows of `ncu --import R --csv --page raw`: one dict per kernel launch, metrics in bytes / µs / %."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(lines))
+    if not rows:
+        return []
+    header, data = rows[0], rows[1:]
+    units = [""] * len(header)
+    if data and data[0] and data[0][0] == "":  # the units row under the header
+        units = data.pop(0) + [""] * len(header)
+    col = {h: i for i, h in enumerate(header)}
+    out = []
+    for row in data:
+        def get(name: str, row: list[str] = row) -> str:
+            i = col.get(name)
+            return row[i] if i is not None and i < len(row) else ""
+
+        k: dict[str, Any] = {"name": get("Kernel Name") or get("Function Name") or "?"}
+        for metric, key in NCU_METRICS.items():
+            if metric not in col:
+                continue
+            raw = get(metric)
+            if key in ("grid", "block"):
+                k[key] = raw or None
+            else:
+                v = _number(raw, units[col[metric]])
+                k[key] = int(v) if key == "registers" and v is not None else v
+        out.append(k)
+    return out
+
+
+def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant: str, out_dir: Path,
+            ideal_bytes: int, timeout: float = 600) -> dict[str, Any]:
+    ncu = shutil.which("ncu")
+    if not ncu:
+        return {"available": False, "reason": "ncu is not on the PATH"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / "ncu"
+    child = ["ncu", op, impl, "x".join(map(str, shape)), dtype_name, variant]
+    cmd = ncu_command(ncu, base, child)
+    try:
+        res = run_tool(cmd, timeout=timeout, env=child_env(True))
+    except subprocess.TimeoutExpired:
+        return {"available": False, "command": " ".join(cmd), "reason": f"ncu took longer than {timeout:.0f} s"}
+    (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + res.stdout + "\n" + res.stderr)
+    rep = Path(f"{base}.ncu-rep")
+    if res.returncode != 0 or not rep.is_file():
+        tail = " | ".join((res.stderr or res.stdout).strip().splitlines()[-4:])
+        return {"available": False, "command": " ".join(cmd),
+                "reason": f"ncu exited with {res.returncode} (see ncu.log): {tail}"}
+    imp = run_tool([ncu, "--import", str(rep), "--csv", "--page", "raw"], timeout=timeout)
+    (out_dir / "ncu-raw.csv").write_text(imp.stdout)
+    kernels = parse_ncu_csv(imp.stdout)
+    if not kernels:
+        return {"available": False, "command": " ".join(cmd), "report": rep.name,
+                "reason": "ncu profiled no kernel in the range (see ncu.log)"}
+    return summarize_ncu(kernels, ideal_bytes) | {"command": " ".join(cmd), "report": rep.name}
+
+
+def summarize_ncu(kernels: list[dict[str, Any]], ideal_bytes: int | None) -> dict[str, Any]:
+    total_bytes = sum((k.get("dram_bytes_read") or 0) + (k.get("dram_bytes_write") or 0) for k in kernels)
+    total_time = sum(k.get("time_us") or 0 for k in kernels)
+    out: dict[str, Any] = {
+        "available": True, "kernels": kernels, "ideal_bytes": ideal_bytes,
+        "total": {"dram_bytes": total_bytes, "time_us": total_time},
+        "cache_control": "caches flushed before each kernel (ncu default)",
+    }
+    if ideal_bytes:
+        out["dram_vs_ideal"] = total_bytes / ideal_bytes
+    return out
+
+
