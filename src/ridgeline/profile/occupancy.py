@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ridgeline.core.hardware import DEFAULT_SM_COUNT  # noqa: F401  (assumed SMs when no GPU says otherwise)
+
 DEFAULT_ARCH = 90
-DEFAULT_SM_COUNT = {90: 132, 80: 108, 100: 148}  # assumed SMs for the grid when no GPU says otherwise
 
 
 @dataclass(frozen=True)

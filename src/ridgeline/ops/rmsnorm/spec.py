@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ridgeline.core.models import hidden_sizes
 from ridgeline.core.registry import register_impl, register_spec
 from ridgeline.core.spec import Case, Cost, Inputs, OpSpec, Shape, Tolerance
 
@@ -31,6 +32,9 @@ EDGE: list[Shape] = [
     (1, 1), (7, 7), (83, 64), (7, 769), (7, 4100), (7, 5125), (1, 16384), (3, 20000), (1, 65536),
     (2, 100000), (2, 5, 769), (0, 4096),
 ]
+# Real models' hidden sizes (ridgeline.core.models: Llama-3.1-8B/70B, Qwen2.5-7B, Mistral-7B, Gemma-3-27B,
+# DeepSeek-V3) at decode batches and prefill token counts.
+MODELS: list[Shape] = [(m, n) for n in hidden_sizes() for m in (1, 32, 256, 4096, 16384)]
 # Small enough that the CPU interpreter benches the whole set in about a minute.
 CPU: list[Shape] = [(1, 4096), (16, 4096), (64, 4096), (64, 4100), (16, 8192)]
 # More than 2^31 elements: 64-bit offsets or bust (CUDA only).
@@ -133,7 +137,7 @@ class RMSNormSpec(_RMSNormFamily, OpSpec):
             outputs=("out",),
             batch_inputs=("x",),
             dtypes=(torch.bfloat16, torch.float16, torch.float32),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": EDGE, "cpu": CPU},
+            shape_sets={"sweep": SWEEP, "decode": DECODE, "models": MODELS, "edge": EDGE, "cpu": CPU},
             variants=VARIANTS,
         )
 
@@ -164,7 +168,7 @@ class FusedAddRMSNormSpec(_RMSNormFamily, OpSpec):
             outputs=("out", "residual_out"),
             batch_inputs=("x", "residual"),
             dtypes=(torch.bfloat16, torch.float16, torch.float32),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": EDGE, "cpu": CPU},
+            shape_sets={"sweep": SWEEP, "decode": DECODE, "models": MODELS, "edge": EDGE, "cpu": CPU},
             variants=VARIANTS,
         )
 
