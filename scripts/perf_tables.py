@@ -1,6 +1,11 @@
 """Markdown tables for docs/perf from committed run records: ours beside every peer, per shape, regime and variant.
 
-Usage: python scripts/perf_tables.py docs/results/h200-bench-rmsnorm-sweep.json [...]
+Usage:
+  python scripts/perf_tables.py docs/results/h200-bench-rmsnorm-sweep-s12.json [...]     one full table per regime
+  python scripts/perf_tables.py --compact REC [REC ...]     one table per record: its first regime in full (ours µs,
+      GB/s, % of SOL, each peer's µs, speedup), later regimes as ours µs / best peer µs / speedup columns
+  python scripts/perf_tables.py --ops [--regime=R] LABEL=REC[,REC] [...]   several ops side by side, one regime:
+      per op MB, ours µs, GB/s, % of SOL, best peer, speedup; a label's records merge, later shapes win
 """
 
 from __future__ import annotations
@@ -60,5 +65,122 @@ def tables(path: str) -> str:
     return "\n".join(out)
 
 
+PEER_NAMES = {"liger": "Liger", "torch-F": "F.rms_norm", "torch-compile": "compile", "torch-eager": "HF eager"}
+SHOWN_PEERS = ("liger", "torch-F", "torch-compile")  # HF eager is in every record, 8-15x slower, never the best
+
+
+def _index(d: dict) -> dict:
+    rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for m in d["measurements"]:
+        if not (m.get("variant") or ""):
+            rows[(m["regime"], tuple(m["shape"]))][m["impl"]] = m
+    return rows
+
+
+def _best(impls: dict) -> dict | None:
+    peers = [m for m in impls.values() if m.get("source") == "peer"]
+    return min(peers, key=lambda m: m["median_us"]) if peers else None
+
+
+def _geo(xs: list[float]) -> str:
+    xs = [x for x in xs if x == x]
+    if not xs:
+        return "no peer"
+    geo = math.exp(sum(map(math.log, xs)) / len(xs))
+    return f"{geo:.2f}x (min {min(xs):.2f}x, {sum(x >= 1 for x in xs)}/{len(xs)} at least as fast)"
+
+
+def _shape(s: tuple) -> str:
+    return "x".join(map(str, s))
+
+
+def compact(path: str) -> str:
+    d = json.load(open(path))
+    rows = _index(d)
+    regimes = [r for r in ("graph-cold", "graph-hot", "cold-eager", "host") if any(k[0] == r for k in rows)]
+    first, rest = regimes[0], regimes[1:]
+    peers = [p for p in SHOWN_PEERS if any(p in v for v in rows.values()) or p in d["settings"].get("impls", [])]
+    head = ["shape", "MB", f"{first} µs", "GB/s", "% SOL"] + [PEER_NAMES[p] for p in peers] + ["x"]
+    for r in rest:
+        head += [f"{r} µs", "best peer", "x"]
+    out = [f"`{path.split('/')[-1]}` ({d['settings']['op']}, C = {d['device']['copy_gbps']:.0f} GB/s; "
+           "µs = median; x = best peer / ours)", "", "| " + " | ".join(head) + " |",
+           "|---|" + "---:|" * (len(head) - 1)]
+    speedups: dict[str, list[float]] = defaultdict(list)
+    for shape in sorted({k[1] for k in rows}, key=lambda s: (s[-1], s)):
+        impls = rows.get((first, shape), {})
+        ours = impls.get("ridgeline")
+        if ours is None:
+            continue
+        best = _best(impls)
+        sp = best["median_us"] / ours["median_us"] if best else float("nan")
+        speedups[first].append(sp)
+        cells = [_shape(shape), f"{ours['bytes'] / 1e6:.1f}", f"{ours['median_us']:.2f}",
+                 f"{ours.get('gbps') or 0:.0f}" if ours.get("gbps") else "-",
+                 f"{100 * (ours.get('pct_of_sol') or 0):.0f}%"]
+        for p in peers:
+            m = impls.get(p)
+            txt = "wrong" if m is None else f"{m['median_us']:.2f}" + ("†" if m.get("caveat") else "")
+            cells.append(f"**{txt}**" if m is not None and m is best else txt)
+        cells.append(f"{sp:.2f}x" if best else "-")
+        for r in rest:
+            ri = rows.get((r, shape), {})
+            o, b = ri.get("ridgeline"), _best(ri)
+            if o is None:
+                cells += ["-", "-", "-"]
+                continue
+            rs = b["median_us"] / o["median_us"] if b else float("nan")
+            speedups[r].append(rs)
+            cells += [f"{o['median_us']:.2f}", f"{b['median_us']:.2f} {PEER_NAMES.get(b['impl'], b['impl'])}"
+                      if b else "-", f"{rs:.2f}x" if b else "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "Geomean over the best peer: " + "; ".join(f"{r} {_geo(v)}" for r, v in speedups.items())]
+    return "\n".join(out)
+
+
+def side_by_side(pairs: list[tuple[str, str]], regime: str | None = None) -> str:
+    """LABEL=REC[,REC...] per op: records of one label are merged, a later one's shape replacing an earlier one's."""
+    ops = []
+    for label, paths in pairs:
+        merged: dict[tuple, dict] = {}
+        for path in paths.split(","):
+            for (reg, shape), impls in _index(json.load(open(path))).items():
+                if regime is None or reg == regime:
+                    merged[shape] = impls
+        ops.append((label, merged, paths))
+    head = ["shape"]
+    for label, _, _ in ops:
+        head += [f"{label} MB", "µs", "GB/s", "% SOL", "best peer µs", "x"]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    speedups: dict[str, list[float]] = defaultdict(list)
+    for shape in sorted({s for _, m, _ in ops for s in m}, key=lambda s: (s[-1], s)):
+        cells = [_shape(shape)]
+        for label, merged, _ in ops:
+            impls = merged.get(shape, {})
+            o, b = impls.get("ridgeline"), _best(impls)
+            if o is None:
+                cells += ["-"] * 6
+                continue
+            sp = b["median_us"] / o["median_us"] if b else float("nan")
+            speedups[label].append(sp)
+            cells += [f"{o['bytes'] / 1e6:.1f}", f"{o['median_us']:.2f}", f"{o.get('gbps') or 0:.0f}",
+                      f"{100 * (o.get('pct_of_sol') or 0):.0f}%",
+                      f"{b['median_us']:.2f} {PEER_NAMES.get(b['impl'], b['impl'])}" if b else "-",
+                      f"{sp:.2f}x" if b else "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    names = ", ".join(f"{label} " + " + ".join(f"`{p.split('/')[-1]}`" for p in paths.split(","))
+                      for label, _, paths in ops)
+    out += ["", f"Records: {names}. Geomean over the best peer: "
+            + "; ".join(f"{k} {_geo(v)}" for k, v in speedups.items())]
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print("\n\n".join(tables(p) for p in sys.argv[1:]))
+    args = sys.argv[1:]
+    if args and args[0] == "--compact":
+        print("\n\n".join(compact(p) for p in args[1:]))
+    elif args and args[0] == "--ops":
+        regime = args[1].split("=", 1)[1] if len(args) > 1 and args[1].startswith("--regime=") else None
+        print(side_by_side([tuple(a.split("=", 1)) for a in args[1 + (regime is not None):]], regime))
+    else:
+        print("\n\n".join(tables(p) for p in args))
