@@ -17,7 +17,7 @@ sys.path.insert(0, "scripts")
 import _ab_old_fp8_kernel as old  # noqa: E402
 
 from ridgeline.harness.timing import time_graph  # noqa: E402
-from ridgeline.ops.rmsnorm.kernel import _launch, config_for  # noqa: E402
+from ridgeline.ops.rmsnorm.launch import _launch, config_for  # noqa: E402
 
 out_path = sys.argv[1]
 L2 = 60 * 2**20

@@ -40,7 +40,7 @@ def main() -> None:
                     print(f"{op:18} {name:32} {shape[0]:>5}x{shape[1]:<5} {t.median_us:8.2f} us")
     from triton import knobs
 
-    from ridgeline.ops.rmsnorm import kernel as k
+    from ridgeline.ops.rmsnorm import launch as k
 
     diag = {"fast_launches": k._LAUNCHER.fast_launches, "fallback_reason": k._LAUNCHER.fallback_reason,
             "launch_enter_hook": repr(knobs.runtime.launch_enter_hook)}

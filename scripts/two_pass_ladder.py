@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ridgeline.harness.timing import time_graph
-from ridgeline.ops.rmsnorm.kernel import _launch
+from ridgeline.ops.rmsnorm.launch import _launch
 from ridgeline.ops.rmsnorm.peers.torch_native import hf_rms_norm
 from ridgeline.ops.rmsnorm.rules import LaunchConfig, config_for
 
