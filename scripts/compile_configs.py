@@ -25,12 +25,12 @@ import torch
 
 from ridgeline.ops.rmsnorm.kernel import (
     _rms_norm_kernel,
-    _rms_norm_split_kernel,
     kernel_constexprs,
     row_alignments,
     split_constexprs,
 )
 from ridgeline.ops.rmsnorm.rules import LaunchConfig, candidate_configs, config_for, launch_config
+from ridgeline.ops.rmsnorm.split import _rms_norm_split_kernel
 from ridgeline.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
 
 

@@ -29,7 +29,7 @@ import triton
 
 from ridgeline.harness.timing import time_cold_eager, time_graph
 from ridgeline.lib.launch import interpreter_enabled
-from ridgeline.ops.rmsnorm.kernel import _launch
+from ridgeline.ops.rmsnorm.launch import _launch
 from ridgeline.ops.rmsnorm.rules import (
     LaunchConfig,
     candidate_configs,

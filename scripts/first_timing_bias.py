@@ -18,7 +18,7 @@ import torch
 
 from ridgeline.harness import timing
 from ridgeline.harness.timing import time_graph
-from ridgeline.ops.rmsnorm.kernel import rms_norm
+from ridgeline.ops.rmsnorm.launch import rms_norm
 
 
 def clocks() -> dict:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 
 from ridgeline.lib import fastlaunch as _fastlaunch
-from ridgeline.ops.rmsnorm import kernel as rmsnorm
+from ridgeline.ops.rmsnorm import launch as rmsnorm
 
 CALLS = 2000
 REPEATS = 7

@@ -5,7 +5,7 @@ import torch
 
 from conftest import DEVICE
 from ridgeline import check, rms_norm, rms_norm_dynamic_quant
-from ridgeline.ops.rmsnorm.kernel import config_for
+from ridgeline.ops.rmsnorm.launch import config_for
 
 E4M3 = torch.float8_e4m3fn
 
@@ -125,7 +125,7 @@ def test_static_out_may_be_strided_rows(offset, width, monkeypatch):
     x, w = rand(5, 300), rand(300)
     buf = torch.full((5, width), 7.0, device=DEVICE).to(E4M3)
     out = buf[:, offset:offset + 300]
-    from ridgeline.ops.rmsnorm import kernel as k
+    from ridgeline.ops.rmsnorm import launch as k
 
     written = []
     real_launch = k._launch

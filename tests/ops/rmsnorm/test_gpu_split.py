@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ridgeline import fused_add_rms_norm, rms_norm
-from ridgeline.ops.rmsnorm.kernel import config_for
+from ridgeline.ops.rmsnorm.launch import config_for
 from ridgeline.ops.rmsnorm.split import WORKSPACE
 
 pytestmark = pytest.mark.gpu
@@ -101,7 +101,7 @@ def test_split_on_two_streams_at_once():
 def test_every_split_candidate_launches_resident_and_right(fused):
     """Every config the explore script times: the grid sized from the driver's occupancy is accepted by the
     cooperative launch, the result is right, and the weight's timing (chosen by row count) changes no bit."""
-    from ridgeline.ops.rmsnorm.kernel import _launch
+    from ridgeline.ops.rmsnorm.launch import _launch
     from ridgeline.ops.rmsnorm.rules import split_candidates
 
     n, m = 65536, 600

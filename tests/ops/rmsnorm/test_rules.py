@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_kernels import assert_close, rand, ref_rms
 
 from conftest import DEVICE
-from ridgeline.ops.rmsnorm.kernel import _launch
+from ridgeline.ops.rmsnorm.launch import _launch
 from ridgeline.ops.rmsnorm.rules import LaunchConfig, candidate_configs, launch_config, row_pieces
 
 
@@ -136,7 +136,7 @@ def test_a_config_that_does_not_fit_is_refused():
 
 def test_row_count_rules_change_knobs_not_arithmetic():
     """config_for may pick a lean variant for some row counts: same layout and warps, so the same bits."""
-    from ridgeline.ops.rmsnorm.kernel import config_for
+    from ridgeline.ops.rmsnorm.launch import config_for
 
     for n in (4096, 5120, 8192):
         base = launch_config(n, torch.bfloat16)
@@ -150,7 +150,7 @@ def test_row_count_rules_change_knobs_not_arithmetic():
 
 def test_a_weight_wider_than_x_is_uncapped_and_loaded_late_beyond_decode_sizes():
     """fp32 weight, bf16 x: the capped weight-first config spilled on the H200 (1.8x slower at 8192)."""
-    from ridgeline.ops.rmsnorm.kernel import config_for
+    from ridgeline.ops.rmsnorm.launch import config_for
 
     for n in (4096, 8192):
         cfg = config_for(n, torch.bfloat16, 4096, weight_dtype=torch.float32)
@@ -191,7 +191,7 @@ def test_fp8_knobs_leave_the_bits_alone(n):
     """The FP8 epilogue's knobs (weight first or loaded once after the reduction, the row's max reduced with its
     sum or after it, register cap, persistent grid, two-pass grid, L2 hints) give the same bits and scales: the row
     count may choose between them."""
-    from ridgeline.ops.rmsnorm.kernel import config_for
+    from ridgeline.ops.rmsnorm.launch import config_for
 
     m = 5
     x, r, w = rand(m, n) * 3, rand(m, n), rand(n)
@@ -247,7 +247,7 @@ def test_explore_script_checks_every_candidate_before_timing(tmp_path, flags):
 def test_fp8_joint_max_reduction(n):
     """joint_max (the row's max |x * w| reduced with its sum of squares; scale = rstd * max / 448) gives the
     reference's scales and FP8 values, with and without a weight, and forces the weight first for any row count."""
-    from ridgeline.ops.rmsnorm.kernel import config_for
+    from ridgeline.ops.rmsnorm.launch import config_for
 
     m, bf16 = 6, torch.bfloat16
     x, r, w = rand(m, n, dtype=bf16) * 3, rand(m, n, dtype=bf16), rand(n, dtype=bf16)
@@ -627,7 +627,7 @@ def _ptx_for_sm90(loop: str) -> list[str]:
         "import sys, torch; sys.path.insert(0, 'scripts')\n"
         "from compile_configs import launch_for\n"
         "from ridgeline.profile import aot_compile\n"
-        "from ridgeline.ops.rmsnorm.kernel import config_for, launch_config\n"
+        "from ridgeline.ops.rmsnorm.launch import config_for, launch_config\n"
         "def emit(text, launch):\n"
         "    print(text, aot_compile(launch).asm['ptx'])\n"
         "    print('=====')\n"

@@ -1,7 +1,8 @@
 """RMSNorm: plain, fused residual-add, and the FP8-quantizing epilogues (static and per-token dynamic scales).
 
 Importing this package registers the contracts (spec.py, spec_quant.py) and the implementations: ours (kernel.py,
-launched by the rules in rules.py) and the peers (peers/). Nothing here imports Triton until a kernel is used.
+launched by launch.py with the rules in rules.py) and the peers (peers/). Nothing here imports Triton until a kernel is
+used.
 """
 
 import importlib
@@ -13,5 +14,5 @@ for _peer in ("torch_native", "liger", "vllm", "flashinfer", "quack"):
     importlib.import_module(f"ridgeline.ops.rmsnorm.peers.{_peer}")
 
 # Public functions of `ridgeline` this package provides (loaded on first use).
-EXPORTS = {name: "ridgeline.ops.rmsnorm.kernel" for name in ("rms_norm", "fused_add_rms_norm",
+EXPORTS = {name: "ridgeline.ops.rmsnorm.launch" for name in ("rms_norm", "fused_add_rms_norm",
                                                               "rms_norm_dynamic_quant")}

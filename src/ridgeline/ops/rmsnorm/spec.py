@@ -118,7 +118,7 @@ class _RMSNormFamily:
         return _edge_cases(self, dtype, device)
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
-        from ridgeline.ops.rmsnorm.kernel import config_for, grid_for
+        from ridgeline.ops.rmsnorm.launch import config_for, grid_for
 
         rows = _numel(case.shape[:-1])
         cfg = config_for(case.shape[-1], case.dtype, rows, fused=self.name == "fused_add_rmsnorm",
@@ -222,19 +222,19 @@ register_spec(FusedAddRMSNormSpec())
 
 
 def _ours_rms() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import rms_norm
+    from ridgeline.ops.rmsnorm.launch import rms_norm
 
     return lambda x, weight, eps: rms_norm(x, weight, eps)
 
 
 def _ours_fused() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import fused_add_rms_norm
+    from ridgeline.ops.rmsnorm.launch import fused_add_rms_norm
 
     return lambda x, residual, weight, eps: fused_add_rms_norm(x, residual, weight, eps)
 
 
 def _ours_fused_inplace() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import fused_add_rms_norm
+    from ridgeline.ops.rmsnorm.launch import fused_add_rms_norm
 
     return lambda x, residual, weight, eps: fused_add_rms_norm(x, residual, weight, eps, inplace=True)
 

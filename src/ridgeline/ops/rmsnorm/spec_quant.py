@@ -173,19 +173,19 @@ register_spec(FusedAddRMSNormDynamicQuantSpec())
 
 
 def _ours_static() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import rms_norm
+    from ridgeline.ops.rmsnorm.launch import rms_norm
 
     return lambda x, weight, eps, scale: rms_norm(x, weight, eps, out_dtype=FP8, scale=scale)
 
 
 def _ours_dynamic() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import rms_norm_dynamic_quant
+    from ridgeline.ops.rmsnorm.launch import rms_norm_dynamic_quant
 
     return lambda x, weight, eps: rms_norm_dynamic_quant(x, weight, eps)[:2]
 
 
 def _ours_fused_dynamic() -> Callable[..., Any]:
-    from ridgeline.ops.rmsnorm.kernel import rms_norm_dynamic_quant
+    from ridgeline.ops.rmsnorm.launch import rms_norm_dynamic_quant
 
     return lambda x, residual, weight, eps: rms_norm_dynamic_quant(x, weight, eps, residual=residual)
 

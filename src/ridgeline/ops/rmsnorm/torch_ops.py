@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from ridgeline.ops.rmsnorm import kernel as _k
+from ridgeline.ops.rmsnorm import launch as _l
 
 _LIB = "ridgeline"
 
 
 @torch.library.custom_op(f"{_LIB}::rms_norm", mutates_args=())
 def rms_norm_op(x: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float) -> torch.Tensor:
-    return _k.rms_norm(x, weight, eps, weight_offset=weight_offset)
+    return _l.rms_norm(x, weight, eps, weight_offset=weight_offset)
 
 
 @rms_norm_op.register_fake
@@ -28,7 +28,7 @@ def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: f
 def fused_add_rms_norm_op(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _k.fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset)
+    return _l.fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset)
 
 
 @fused_add_rms_norm_op.register_fake
@@ -42,7 +42,7 @@ def _(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps:
 def fused_add_rms_norm_inplace_op(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
 ) -> None:
-    _k.fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset, inplace=True)
+    _l.fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset, inplace=True)
 
 
 @fused_add_rms_norm_inplace_op.register_fake
@@ -54,7 +54,7 @@ def _(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps:
 @torch.library.custom_op(f"{_LIB}::rms_norm_fp8", mutates_args=())
 def rms_norm_fp8_op(x: torch.Tensor, weight: torch.Tensor | None, eps: float, scale: torch.Tensor,
                     weight_offset: float, out_dtype: torch.dtype) -> torch.Tensor:
-    return _k.rms_norm(x, weight, eps, weight_offset=weight_offset, out_dtype=out_dtype, scale=scale)
+    return _l.rms_norm(x, weight, eps, weight_offset=weight_offset, out_dtype=out_dtype, scale=scale)
 
 
 @rms_norm_fp8_op.register_fake
@@ -68,7 +68,7 @@ def rms_norm_dynamic_quant_op(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float, residual: torch.Tensor | None, weight_offset: float,
     quant_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    out, scales, residual_out = _k.rms_norm_dynamic_quant(x, weight, eps, residual=residual,
+    out, scales, residual_out = _l.rms_norm_dynamic_quant(x, weight, eps, residual=residual,
                                                           weight_offset=weight_offset, quant_dtype=quant_dtype)
     # A custom op returns tensors only: without a residual, an empty residual_out stands for None.
     return out, scales, residual_out if residual_out is not None else x.new_empty(0)
