@@ -8,6 +8,10 @@ import torch
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
+    if os.environ.get("RIDGELINE_PLAIN_INTERPRETER", "0") in ("", "0"):  # (=1: Triton's interpreter as shipped)
+        import interpreter_speedup
+
+        interpreter_speedup.install()
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 

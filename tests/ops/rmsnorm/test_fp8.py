@@ -139,6 +139,7 @@ def test_static_out_may_be_strided_rows(offset, width, monkeypatch):
     assert (buf[:, :offset].float() == 7).all() and (buf[:, offset + 300:].float() == 7).all(), "wrote outside"
 
 
+@pytest.mark.slow  # (every edge case of the op's spec, each run six times, by ours and the eager peer)
 @pytest.mark.parametrize("op", ["rmsnorm_fp8", "rmsnorm_dynamic_quant", "fused_add_rmsnorm_dynamic_quant"])
 def test_harness_checks_ours_and_the_eager_peer(op):
     results = check(op, ["ridgeline", "torch-eager"], [torch.bfloat16], DEVICE)

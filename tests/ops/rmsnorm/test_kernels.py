@@ -239,3 +239,41 @@ def test_inplace_op_under_compile_mutates_inputs():
     exp_out, exp_res = fused_add_rms_norm(x, r, w)
     torch.compile(step, fullgraph=True, backend="aot_eager")(x, r)
     assert torch.equal(x, exp_out) and torch.equal(r, exp_res)
+
+
+# --- the tests' interpreter shim (tests/interpreter_speedup.py) ---------------------------------------------
+@pytest.mark.skipif(DEVICE != "cpu", reason="the CPU interpreter's shim")
+def test_interpreter_speedup_changes_no_bit():
+    """The shim that skips Triton's repeated patching of triton.language (conftest installs it) gives every output
+    bit the interpreter as shipped gives: one-pass pieces, chunks, two passes, the split kernel, FP8."""
+    import interpreter_speedup
+    from ridgeline import rms_norm_dynamic_quant
+    from ridgeline.ops.rmsnorm.kernel import _launch
+    from ridgeline.ops.rmsnorm.rules import LaunchConfig
+
+    def outputs():
+        torch.manual_seed(5)
+        outs = []
+        for shape, dtype in (((3, 769), torch.bfloat16), ((2, 4100), torch.float32), ((2, 20000), torch.bfloat16),
+                             ((2, 4096), torch.float16)):
+            x, r, w = rand(*shape, dtype=dtype), rand(*shape, dtype=dtype), rand(shape[-1])
+            outs += [rms_norm(x, w), *fused_add_rms_norm(x, r, w), *rms_norm_dynamic_quant(x, w, residual=r)[:2],
+                     rms_norm(x, w, out_dtype=torch.float8_e4m3fn, scale=0.02)]
+        x, w = rand(3, 100), rand(100)
+        y = torch.empty_like(x)
+        _launch(x, 100, None, 0, None, 100, w, y, 100, 3, 100, 1e-6, 0.0, LaunchConfig(128, False, 4, split=1))
+        outs.append(y)
+        return outs
+
+    was_installed = interpreter_speedup.installed()
+    assert interpreter_speedup.install(), "this Triton's interpreter has what the shim wraps"
+    fast = outputs()
+    interpreter_speedup.uninstall()
+    try:
+        plain = outputs()
+    finally:
+        if was_installed:
+            interpreter_speedup.install()
+    assert len(fast) == len(plain) == 25
+    for a, b in zip(fast, plain):
+        assert a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
