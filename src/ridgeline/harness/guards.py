@@ -9,8 +9,8 @@
 - the timer tampered with: torch.cuda.Event, synchronize, time.perf_counter, triton's do_bench and the harness's
   own timing functions are snapshotted when ridgeline loads; an implementation module that replaced any of them
   is named, the originals are put back, and its measurements are marked.
-- faster than the speed of light: a median below the regime's SOL (or, on hot L2 data, the L2 roof) beyond a
-  noise margin is marked suspect with the reason.
+- faster than the speed of light: a median below the regime's SOL (graph-hot: the L2 roof, since replayed data
+  stays partly in the L2) beyond a noise margin is marked suspect with the reason.
 A suspect measurement keeps its numbers (for the record) but never counts as a speedup or a win.
 """
 
@@ -30,7 +30,7 @@ TIMER_TAMPERED = "timer tampered"
 FASTER_THAN_LIGHT = "faster than the speed of light"
 # Beyond noise: a median this far under the speed of light is not a measurement of the work.
 SOL_MARGIN = 0.10
-# Hot-L2 data (graph-hot) may beat DRAM: it is held against the probed L2 copy rate times this headroom (an L2-
+# Hot data (graph-hot) may beat DRAM: it is held against the probed L2 copy rate times this headroom (an L2-
 # resident 16 MiB copy ran at ~5.8 TB/s on the H200 against a probed L2 figure of ~5.0 TB/s).
 L2_HEADROOM = 1.5
 # Event time that undercounts the synchronised wall time by more than this factor (plus a fixed slack for host
@@ -129,9 +129,9 @@ def verify_graph(spec: OpSpec, impl: Impl, case: Case, sets: list[Inputs], devic
                  replay: Callable[[], None], outputs: list[Any]) -> list[str]:
     """Refill every timed input set in place, replay the timed graph once, and check what it wrote.
 
-    Out-of-place implementations: the outputs the graph wrote for the first and last set must match the reference
-    of the new values. In-place ones (their outputs depend on how many calls the graph chains): the buffers they
-    write must change on replay (work was replayed), and one eager call on fresh values must be right."""
+    Out-of-place implementations: the output the graph wrote in its last call (on the last set; `outputs` holds it)
+    must match the reference of that set's new values. In-place ones (their outputs depend on how many calls the
+    graph chains): the buffers they write must change on replay, and one eager call on fresh values must be right."""
     checked = sorted({0, len(sets) - 1})
     for i, s in enumerate(sets):
         refill(spec, case, s, device, seed + 104729 * (i + 1))
@@ -147,8 +147,8 @@ def verify_graph(spec: OpSpec, impl: Impl, case: Case, sets: list[Inputs], devic
                 if isinstance(after, torch.Tensor) and after.numel() and torch.equal(before, after):
                     reasons.append(f"{RESULT_REUSE}: a replay of the timed graph left {name} of set {i} unchanged")
         return reasons + verify_eager(spec, impl, case, sets[0], device, seed + 7)
-    for i in checked:
-        reasons += [f"{RESULT_REUSE}: set {i}: {r}" for r in outputs_match(spec, case, pristine[i], outputs[i])]
+    last = len(sets) - 1
+    reasons += [f"{RESULT_REUSE}: set {last}: {r}" for r in outputs_match(spec, case, pristine[last], outputs[-1])]
     return reasons
 
 
@@ -208,9 +208,11 @@ def faster_than_light(m: dict[str, Any], profile: dict[str, Any]) -> list[str]:
     if not sol or not med or m.get("regime") in ("host", "cpu"):
         return []
     bound = sol
-    nbytes, l2_bytes = m.get("bytes") or 0, profile.get("l2_bytes") or 0
+    nbytes = m.get("bytes") or 0
     l2_gbps = profile.get("l2_gbps") or profile.get("copy_gbps")
-    if m.get("regime") == "graph-hot" and l2_gbps and nbytes <= l2_bytes:
+    # Replayed on one input set, part of the data stays in the L2 whatever its size (an in-place call's 64 MiB of
+    # traffic touches 32 MiB), so graph-hot is held against the L2 roof.
+    if m.get("regime") == "graph-hot" and l2_gbps:
         peak = (profile.get("tflops") or {}).get(m.get("compute_unit") or "fp32")
         flop_us = (m.get("flops") or 0) / (peak * 1e6) if peak else 0.0
         bound = (m.get("floor_us") or 0.0) + max(nbytes / (l2_gbps * L2_HEADROOM * 1e3), flop_us)

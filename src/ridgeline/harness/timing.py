@@ -126,14 +126,19 @@ def _host_us_per_call(fn: Callable[[], Any], calls: int) -> float:
 
 def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.Stream,
              keep: list[Any] | None = None) -> torch.cuda.CUDAGraph:
-    """One graph of `repeats` passes over the calls; `keep` receives the outputs of the last pass (the graph
-    rewrites them on every replay, so a guard can read what a replay computed)."""
+    """One graph of `repeats` passes over the calls; `keep` receives the output of the very last call (the graph
+    rewrites it on every replay, so a guard can read what a replay computed). Every other output is dropped at
+    once, as before: the pool then hands each call the same output buffer, as a serving graph's buffers are, and
+    holding more outputs alive would change the addresses, and the timing, of out-of-place calls."""
     g = torch.cuda.CUDAGraph()
+    last = repeats * len(fns) - 1
     with torch.cuda.graph(g, stream=stream):
         for r in range(repeats):
-            outs = [f() for f in fns]
-            if keep is not None and r == repeats - 1:
-                keep.extend(outs)
+            for i, f in enumerate(fns):
+                if keep is not None and r * len(fns) + i == last:
+                    keep.append(f())
+                else:
+                    f()
     return g
 
 
