@@ -24,6 +24,10 @@ import torch
 
 from ridgeline.core.spec import Case, Impl, Inputs, OpSpec
 
+# The host clock, bound when ridgeline loads: an implementation that replaces time.perf_counter cannot
+# stretch or shrink the harness's budgets (the guards name it and put the original back).
+_clock = time.perf_counter
+
 RESULT_REUSE = "result reuse"
 SIDE_STREAM = "work outside the timed stream"
 TIMER_TAMPERED = "timer tampered"
@@ -188,13 +192,13 @@ def wall_vs_events(call: Callable[[], Any], calls: int = 10) -> list[str]:
     call()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
+    t0 = _clock()
     start.record()
     for _ in range(calls):
         call()
     end.record()
     torch.cuda.synchronize()
-    wall_us = (time.perf_counter() - t0) * 1e6
+    wall_us = (_clock() - t0) * 1e6
     event_us = start.elapsed_time(end) * 1e3
     if wall_us > WALL_OVER_EVENT * event_us + WALL_SLACK_US * calls:
         return [f"{SIDE_STREAM}: {calls} calls took {wall_us:.0f} us to finish on the device but {event_us:.0f} us "

@@ -21,6 +21,10 @@ from typing import Any
 
 import torch
 
+# The host clock, bound when ridgeline loads: an implementation that replaces time.perf_counter cannot
+# stretch or shrink the harness's budgets (the guards name it and put the original back).
+_clock = time.perf_counter
+
 REGIMES = ("cold-eager", "graph-cold", "graph-hot", "host", "cpu")
 STABLE_REL = 0.01
 # A median that settled is still not "stable" when the samples spread this much (IQR / median): the figure would
@@ -59,14 +63,14 @@ def _adaptive(regime: str, round_fn: Callable[[], list[float]], budget_s: float,
     samples: list[float] = []
     prev = None
     stable = False
-    t_end = time.perf_counter() + budget_s
+    t_end = _clock() + budget_s
     while True:
         samples += round_fn()
         med, _ = median_iqr(samples)
         if prev is not None and len(samples) >= min_samples and abs(med - prev) <= STABLE_REL * prev:
             stable = True
             break
-        if prev is not None and time.perf_counter() > t_end:
+        if prev is not None and _clock() > t_end:
             break
         prev = med
     med, iqr = median_iqr(samples)
@@ -116,10 +120,10 @@ def _flush_us() -> float:
 
 def _host_us_per_call(fn: Callable[[], Any], calls: int) -> float:
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = _clock()
     for _ in range(calls):
         fn()
-    t1 = time.perf_counter()
+    t1 = _clock()
     torch.cuda.synchronize()
     return (t1 - t0) * 1e6 / calls
 
@@ -220,10 +224,10 @@ def time_host(fn: Callable[[], Any], budget_s: float = 1.0, calls_per_round: int
     def one_round() -> list[float]:
         out = []
         for _ in range(5):
-            t0 = time.perf_counter()
+            t0 = _clock()
             for _ in range(calls_per_round):
                 fn()
-            t1 = time.perf_counter()
+            t1 = _clock()
             torch.cuda.synchronize()
             out.append((t1 - t0) * 1e6 / calls_per_round)
         return out
@@ -237,9 +241,9 @@ def time_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> Timing:
     def one_round() -> list[float]:
         out = []
         for _ in range(3):
-            t0 = time.perf_counter()
+            t0 = _clock()
             fn()
-            out.append((time.perf_counter() - t0) * 1e6)
+            out.append((_clock() - t0) * 1e6)
         return out
 
     return _adaptive("cpu", one_round, budget_s, min_samples=5)
