@@ -248,7 +248,7 @@ def test_interpreter_speedup_changes_no_bit():
     bit the interpreter as shipped gives: one-pass pieces, chunks, two passes, the split kernel, FP8."""
     import interpreter_speedup
     from ridgeline import rms_norm_dynamic_quant
-    from ridgeline.ops.rmsnorm.kernel import _launch
+    from ridgeline.ops.rmsnorm.launch import _launch
     from ridgeline.ops.rmsnorm.rules import LaunchConfig
 
     def outputs():

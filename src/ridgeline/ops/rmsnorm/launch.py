@@ -2,7 +2,7 @@
 and `rms_norm_dynamic_quant` with their argument checks, the launch grid (`grid_for`) and the launches.
 
 Eager calls validate their arguments (one-line errors naming the argument), pick the launch configuration
-(rules.py) and launch through a `CachedLauncher`; under torch.compile they call the custom ops of torch_ops.py.
+(rules.py) and launch through a `CachedLauncher`; under torch.compile they call the torch custom ops defined at the bottom (no import cycle: one module).
 """
 
 from __future__ import annotations
@@ -338,13 +338,13 @@ def rms_norm(
             scale_t = validate_static_scale(scale, x)
             if out is not None:
                 _validate_fp8_out(out, x, out_dtype)
-            y = _ops.rms_norm_fp8_op(x, weight, float(eps), scale_t, float(weight_offset), out_dtype)
+            y = rms_norm_fp8_op(x, weight, float(eps), scale_t, float(weight_offset), out_dtype)
             return y if out is None else out.copy_(y)
         return _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale)
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
         if out is not None:
             _validate_out("out", out, x)
-        y = _ops.rms_norm_op(x, weight, float(eps), float(weight_offset))
+        y = rms_norm_op(x, weight, float(eps), float(weight_offset))
         return y if out is None else out.copy_(y)
     x = _validate_x("x", x)
     eps = _check_eps(eps)
@@ -419,7 +419,7 @@ def rms_norm_dynamic_quant(
     16384 take two passes; their scale is rstd * max|x * weight|, equal to max|y| up to float32 rounding).
     """
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
-        out, scales, residual_out = _ops.rms_norm_dynamic_quant_op(x, weight, float(eps), residual,
+        out, scales, residual_out = rms_norm_dynamic_quant_op(x, weight, float(eps), residual,
                                                                    float(weight_offset), quant_dtype)
         return out, scales, residual_out if residual is not None else None
     x = _validate_x("x", x)
@@ -474,9 +474,9 @@ def fused_add_rms_norm(
     """
     if torch.compiler.is_compiling():  # torch.compile: opaque custom ops, no graph break
         if inplace:
-            _ops.fused_add_rms_norm_inplace_op(x, residual, weight, float(eps), float(weight_offset))
+            fused_add_rms_norm_inplace_op(x, residual, weight, float(eps), float(weight_offset))
             return x, residual
-        return _ops.fused_add_rms_norm_op(x, residual, weight, float(eps), float(weight_offset))
+        return fused_add_rms_norm_op(x, residual, weight, float(eps), float(weight_offset))
     x = _validate_x("x", x)
     residual = require_tensor("residual", residual)
     if residual.shape != x.shape:
@@ -501,8 +501,79 @@ def fused_add_rms_norm(
     return out, residual_out
 
 
-# Registered after the functions above exist (torch_ops wraps them).
-from ridgeline.ops.rmsnorm import torch_ops as _ops  # noqa: E402
+# --- the torch custom ops: under torch.compile(fullgraph=True) the functions above call these (opaque to the
+# compiler, which schedules the launch and knows the output shapes from the fake implementations); their bodies
+# call the functions above, which then take the eager path.
+_LIB = "ridgeline"
+
+
+@torch.library.custom_op(f"{_LIB}::rms_norm", mutates_args=())
+def rms_norm_op(x: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float) -> torch.Tensor:
+    return rms_norm(x, weight, eps, weight_offset=weight_offset)
+
+
+@rms_norm_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float) -> torch.Tensor:
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm", mutates_args=())
+def fused_add_rms_norm_op(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset)
+
+
+@fused_add_rms_norm_op.register_fake
+def _(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
+      ) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
+            torch.empty(x.shape, dtype=x.dtype, device=x.device))
+
+
+@torch.library.custom_op(f"{_LIB}::fused_add_rms_norm_", mutates_args=("x", "residual"))
+def fused_add_rms_norm_inplace_op(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
+) -> None:
+    fused_add_rms_norm(x, residual, weight, eps, weight_offset=weight_offset, inplace=True)
+
+
+@fused_add_rms_norm_inplace_op.register_fake
+def _(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, weight_offset: float
+      ) -> None:
+    return None
+
+
+@torch.library.custom_op(f"{_LIB}::rms_norm_fp8", mutates_args=())
+def rms_norm_fp8_op(x: torch.Tensor, weight: torch.Tensor | None, eps: float, scale: torch.Tensor,
+                    weight_offset: float, out_dtype: torch.dtype) -> torch.Tensor:
+    return rms_norm(x, weight, eps, weight_offset=weight_offset, out_dtype=out_dtype, scale=scale)
+
+
+@rms_norm_fp8_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, scale: torch.Tensor, weight_offset: float,
+      out_dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(x.shape, dtype=out_dtype, device=x.device)
+
+
+@torch.library.custom_op(f"{_LIB}::rms_norm_dynamic_quant", mutates_args=())
+def rms_norm_dynamic_quant_op(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, residual: torch.Tensor | None, weight_offset: float,
+    quant_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out, scales, residual_out = rms_norm_dynamic_quant(x, weight, eps, residual=residual,
+                                                          weight_offset=weight_offset, quant_dtype=quant_dtype)
+    # A custom op returns tensors only: without a residual, an empty residual_out stands for None.
+    return out, scales, residual_out if residual_out is not None else x.new_empty(0)
+
+
+@rms_norm_dynamic_quant_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, residual: torch.Tensor | None, weight_offset: float,
+      quant_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    res = torch.empty(x.shape if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    return (torch.empty(x.shape, dtype=quant_dtype, device=x.device),
+            torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device), res)
+
 
 _grid = grid_for  # (the name harness/profile.py calls)
 
