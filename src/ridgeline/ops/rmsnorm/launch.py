@@ -2,7 +2,8 @@
 and `rms_norm_dynamic_quant` with their argument checks, the launch grid (`grid_for`) and the launches.
 
 Eager calls validate their arguments (one-line errors naming the argument), pick the launch configuration
-(rules.py) and launch through a `CachedLauncher`; under torch.compile they call the torch custom ops defined at the bottom (no import cycle: one module).
+(rules.py) and launch through a `CachedLauncher`; under torch.compile they call the torch custom ops defined at
+the bottom of this module (which wrap them).
 """
 
 from __future__ import annotations
