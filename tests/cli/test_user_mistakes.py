@@ -170,3 +170,24 @@ def test_vram_tables_are_not_cut_in_a_pipe():
     r = runner.invoke(app, ["vram", "Llama-3.1-8B", "--gpu", "H200"])
     assert r.exit_code == 0, r.output
     assert "…" not in r.output, r.output
+
+
+def test_help_lists_the_kernels_and_real_signatures():
+    import inspect
+
+    import ridgeline
+
+    doc = ridgeline.__doc__
+    assert "rms_norm" in doc and "fused_add_rms_norm" in doc and "OpSpec" in doc
+    assert "rms_norm" in dir(ridgeline)
+    assert list(inspect.signature(ridgeline.check).parameters)[:3] == ["op", "impls", "dtypes"]
+    assert "shapes" in inspect.signature(ridgeline.bench).parameters
+
+
+def test_interpreter_notices_are_silenced_for_the_cli():
+    code = ("import logging, warnings, ridgeline.cli; "
+            "print(logging.getLogger('torch.utils.cpp_extension').level == logging.ERROR, "
+            "any(f[0] == 'ignore' and f[2] is RuntimeWarning and f[3] is not None "
+            "and f[3].pattern.startswith('triton') for f in warnings.filters))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr
