@@ -88,6 +88,8 @@ def _check_out_path(option: str, path: Path | None) -> None:
     """Refuse, before any work, an output path whose folder does not exist (a sweep must not die at its end)."""
     if path is not None and not path.expanduser().resolve().parent.is_dir():
         _fail(f"{option}: the folder of {str(path)!r} does not exist; create it first")
+    if path is not None and path.expanduser().is_dir():
+        _fail(f"{option}: {str(path)!r} is a folder; name a file in it, such as {str(path / 'run.json')!r}")
 
 
 def _parse_dtypes(dtypes: list[str] | None):
@@ -123,6 +125,7 @@ def check(
     from ridgeline.harness.correctness import check as run_check
 
     _check_out_path("--json", json_out)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         spec = registry.get_spec(op)
         dtypes = _parse_dtypes(dtype) or list(spec.dtypes)
@@ -143,9 +146,10 @@ def check(
             spec.check_shape(c.shape)
         if cases is not None and not cases:
             raise ValueError("shapes: no shapes given")
+        if cases is None and not any(spec.edge_cases(d, device) for d in dtypes):
+            raise ValueError(f"shapes: {spec.name} has no edge cases (no 'edge' shape set); pass --shapes")
     except (ValueError, TypeError) as e:
         _fail(str(e))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     results = []
     with _progress() as progress:
         task = progress.add_task(f"check {op} on {device}", total=None)
@@ -185,7 +189,7 @@ def bench(
 ) -> None:
     """Check, then time every implementation one honest way, on the measured roofline."""
 
-    from ridgeline.harness.bench import BenchPlan, count_tasks, make_plan
+    from ridgeline.harness.bench import BenchPlan, count_tasks, make_plan, validate_plan
     from ridgeline.harness.bench import bench as run_bench_api
     from ridgeline.records.record import load_record
 
@@ -204,16 +208,19 @@ def bench(
 
     try:
         if resume is not None:
-            plan = BenchPlan.from_settings(load_record(resume).settings)
-            registry.get_spec(plan.op)  # a user's op is loaded from the file its record names
-            for name in plan.impls:
-                registry.resolve(plan.op, name)
+            try:
+                plan = BenchPlan.from_settings(load_record(resume).settings)
+                validate_plan(plan, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+            except (TypeError, KeyError, ValueError) as e:  # (a user's op is loaded from the file its record names)
+                raise ValueError(str(e) if isinstance(e, ValueError) and str(e).startswith(("run record", "resume"))
+                                 else f"resume: {resume}: {e if not isinstance(e, KeyError) else f'no {e}'}") \
+                    from None
         else:
             parsed = _parse_shapes(registry.get_spec(op), shapes)
             plan = make_plan(op, impl, parsed, _parse_dtypes(dtype), regime or ["auto"], variant or [""], budget,
                              baseline)
-    except (ValueError, TypeError, KeyError) as e:
-        _fail(str(e) if not isinstance(e, KeyError) else f"resume: {resume} is not a bench record (no {e})")
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":
         _cpu_plan_or_fail(plan, yes)
@@ -248,7 +255,10 @@ def _cpu_plan_or_fail(plan, yes: bool) -> None:
     gpu_regimes = [r for r in plan.regimes if r != "auto"]
     if gpu_regimes:
         console.print(f"[yellow]The GPU regimes {', '.join(gpu_regimes)} become the one regime 'cpu' here.[/]")
-    seconds = estimate_cpu_seconds(plan)
+    try:
+        seconds = estimate_cpu_seconds(plan)
+    except ValueError as e:
+        _fail(str(e))
     if seconds > CPU_PLAN_LIMIT_S and not yes:
         spec = registry.get_spec(plan.op)
         hint = (f"--shapes cpu ({len(spec.shape_sets['cpu'])} shapes, made for the interpreter)"

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ridgeline.core.spec import Impl, OpSpec
-from ridgeline.core.userfile import check_impl_signature, is_file_ref, load_object, user_error
+from ridgeline.core.userfile import (
+    USER_MODULE_PREFIX,
+    check_impl_signature,
+    is_file_ref,
+    load_object,
+    user_error,
+    user_origin,
+)
 
 ENTRY_POINT_GROUP = "ridgeline.ops"
 OPS_PACKAGE = "ridgeline.ops"
@@ -88,8 +95,13 @@ def specs() -> dict[str, OpSpec]:
 def get_spec(op: str | OpSpec) -> OpSpec:
     """An op by name, a user's `FILE.py:NAME` (an OpSpec instance or class in their file), or an OpSpec."""
     if isinstance(op, OpSpec):
-        if op.name not in _SPECS:
+        if _SPECS.get(op.name) is not op:
+            if op.name in _SPECS and _is_ours(_SPECS[op.name]):
+                raise ValueError(f"op: {op.name!r} is already one of ridgeline's ops; give yours a name of its own")
             register_spec(op)
+            where = user_origin(op)
+            if where:  # an object from a user's file: its records can name the file, so resume finds it
+                _ORIGIN[op.name] = where
         return op
     _load()
     if is_file_ref(op):
@@ -97,6 +109,11 @@ def get_spec(op: str | OpSpec) -> OpSpec:
     if op not in _SPECS:
         raise ValueError(f"op: unknown op {op!r}; known ops: {', '.join(sorted(_SPECS))}; or pass file.py:SPEC")
     return _SPECS[op]
+
+
+def _is_ours(spec: OpSpec) -> bool:
+    """A spec of ridgeline's own packages (or a registered third-party one), not a user's file."""
+    return _ORIGIN.get(spec.name) is None and not type(spec).__module__.startswith(USER_MODULE_PREFIX)
 
 
 def origin(op: str) -> str | None:
@@ -114,8 +131,7 @@ def _load_user_spec(ref: str) -> OpSpec:
     if not isinstance(obj, OpSpec):
         raise user_error("op", path, f"{name} is of type {type(obj).__name__}, not an OpSpec "
                                      "(from ridgeline import OpSpec; subclass it and make an instance)")
-    known = _ORIGIN.get(obj.name)
-    if obj.name in _SPECS and known is None and _SPECS[obj.name] is not obj:
+    if obj.name in _SPECS and _SPECS[obj.name] is not obj and _is_ours(_SPECS[obj.name]):
         raise user_error("op", path, f"{name} is named {obj.name!r}, which is already one of ridgeline's ops; "
                                      "give it a name of its own")
     register_spec(obj)

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 _MODULES: dict[Path, ModuleType] = {}
+USER_MODULE_PREFIX = "ridgeline_user_"
 # Called before a user's file is first imported (the harness snapshots its timer functions there: what a user
 # module replaces afterwards is caught and put back).
 BEFORE_IMPORT: list[Callable[[], None]] = []
@@ -50,7 +51,7 @@ def import_file(path: Path, kind: str) -> ModuleType:
     for hook in BEFORE_IMPORT:
         hook()
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    mod_name = f"ridgeline_user_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{digest}"
+    mod_name = f"{USER_MODULE_PREFIX}{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{digest}"
     module_spec = importlib.util.spec_from_file_location(mod_name, path)
     if module_spec is None or module_spec.loader is None:
         raise user_error(kind, path, "cannot be imported as a Python module")
@@ -113,3 +114,12 @@ def _where(e: BaseException, path: Path) -> str:
     """' (file.py line N)' for the innermost frame of the user's file."""
     frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == path]
     return f" (line {frames[-1].lineno})" if frames else ""
+
+
+def user_origin(obj: Any) -> str | None:
+    """'FILE.py:NAME' for an object that a user's file imported here binds at module level (None otherwise)."""
+    for path, module in _MODULES.items():
+        for name, value in vars(module).items():
+            if value is obj and not name.startswith("_"):
+                return f"{path}:{name}"
+    return None

@@ -20,6 +20,7 @@ import torch
 
 from ridgeline.core import registry
 from ridgeline.core.spec import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
+from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
 from ridgeline.harness.correctness import check_case, only_batch_variance
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
@@ -236,7 +237,7 @@ def run_bench(
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile)
                     timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)
-                except Exception as e:  # OOM, capture failure, a peer crashing: record it, go on
+                except (Exception, SystemExit) as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                     failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
                                "reason": reason}
@@ -275,13 +276,29 @@ def _failure_base(op: str, impl: Impl, case: Case) -> dict[str, Any]:
             "variant": case.variant}
 
 
+def _as_list(value: Any, what: str) -> list[Any]:
+    """One name or an iterable of them (a lone string is one item, never its characters)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, torch.dtype)):
+        return [value]
+    try:
+        return list(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected a list, got {type(value).__name__}") from None
+
+
+def _dtype(d: Any) -> torch.dtype:
+    return parse_dtype(d) if isinstance(d, str) else d
+
+
 def make_plan(
-    op: str,
-    impls: Iterable[str] | None = None,
+    op: str | OpSpec,
+    impls: Iterable[str] | str | None = None,
     shapes: str | Iterable[Shape] | None = None,
-    dtypes: Iterable[torch.dtype] | None = None,
-    regimes: Iterable[str] = ("auto",),
-    variants: Iterable[str] = ("",),
+    dtypes: Iterable[torch.dtype | str] | None = None,
+    regimes: Iterable[str] | str = ("auto",),
+    variants: Iterable[str] | str = ("",),
     budget_s: float | None = None,
     baseline: str | None = None,
     device: torch.device | None = None,
@@ -296,36 +313,60 @@ def make_plan(
             raise ValueError(f"shapes: {spec.name} has no shape sets; pass shapes such as 4096x4096")
         shapes = preferred if preferred in spec.shape_sets else named[0]
     shape_list = spec.shapes(shapes) if isinstance(shapes, str) else [tuple(s) for s in shapes]
+    names = [absolute_ref(n) for n in _as_list(impls, "impls")]
     plan = BenchPlan(
-        op=op,
-        impls=list(impls) if impls else default_impls(op),
+        op=registry.origin(spec.name) or (spec.name if isinstance(op, OpSpec) else op),
+        impls=names or default_impls(spec.name),
         shapes=shape_list,
-        dtypes=list(dtypes) if dtypes else [torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]],
-        regimes=list(regimes) or ["auto"],
-        variants=list(variants) or [""],
+        dtypes=[_dtype(d) for d in _as_list(dtypes, "dtypes")]
+        or [torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]],
+        regimes=_as_list(regimes, "regimes") or ["auto"],
+        variants=_as_list(variants, "variants") or [""],
         budget_s=budget_s if budget_s is not None else (1.5 if device.type == "cuda" else 0.3),
-        baseline=baseline or "",
+        baseline=absolute_ref(baseline) if baseline else "",
     )
     if not plan.baseline:  # torch-eager when benched, else the first peer, else the first implementation
-        peers = [n for n in plan.impls if registry.resolve(op, n).source == "peer"]
+        peers = [n for n in plan.impls if registry.resolve(spec, n).source == "peer"]
         plan.baseline = DEFAULT_BASELINE if DEFAULT_BASELINE in plan.impls else (peers or plan.impls)[0]
+    validate_plan(plan, device)
+    if baseline is not None and plan.baseline not in plan.impls:
+        raise ValueError(f"baseline: {baseline!r} is not among the implementations benched "
+                         f"({', '.join(plan.impls)}); add it with --impl or pick one of them")
+    return plan
+
+
+def validate_plan(plan: BenchPlan, device: torch.device) -> None:
+    """Everything a plan names must exist and fit the op's contract (a new plan, or one read back to resume)."""
+    spec = registry.get_spec(plan.op)
     for name in plan.impls:
-        registry.resolve(op, name)
+        registry.resolve(spec, name)
     spec.check_dtypes(plan.dtypes)
     if not plan.shapes:
         raise ValueError(f"shapes: the plan has no shapes; name a set ({', '.join(spec.shape_sets)}) or MxN,...")
     for shape in plan.shapes:
         spec.check_shape(tuple(shape))
-    for case in plan.cases()[:1]:
-        regimes_for(plan.regimes, case, device, spec)
+    if not plan.budget_s > 0:
+        raise ValueError(f"budget: expected seconds > 0, got {plan.budget_s}")
     for v in plan.variants:
-        if any(part not in spec.variants for part in v.split("+") if part):
-            raise ValueError(f"variant: {op} knows {', '.join(repr(k) for k in spec.variants if k)} "
-                             f"(join several with '+'); got {v!r}")
-    if baseline is not None and baseline not in plan.impls:
-        raise ValueError(f"baseline: {baseline!r} is not among the implementations benched "
-                         f"({', '.join(plan.impls)}); add it with --impl or pick one of them")
-    return plan
+        parts = v.split("+") if v else [""]
+        known = [k for k in spec.variants if k]
+        if (v and not all(parts)) or any(part and part not in spec.variants for part in parts):
+            takes = f"knows {', '.join(map(repr, known))} (join several with '+')" if known else "takes no variants"
+            raise ValueError(f"variant: {spec.name} {takes}; got {v!r}")
+    for case in plan.cases():
+        regimes_for(plan.regimes, case, device, spec)
+        try:  # a broken cost model fails here, not minutes into the run
+            spec.cost_of(case)
+        except Exception as e:
+            raise ValueError(f"op: {spec.name}: cost({case.label()}) failed: {type(e).__name__}: {e}") from None
+
+
+def absolute_ref(name: str) -> str:
+    """A user's FILE.py:fn with the file's absolute path (a record resumed from another folder still finds it)."""
+    if not is_file_ref(name):
+        return name
+    path, fn = name.rsplit(":", 1)
+    return f"{Path(path).expanduser().resolve()}:{fn}"
 
 
 def bench(
@@ -403,7 +444,11 @@ def estimate_cpu_seconds(plan: BenchPlan) -> float:
         return 0.0
     small = cases[0]
     device = torch.device("cpu")
-    inputs = spec.make_inputs(small, device, plan.seed)
+    try:
+        inputs = spec.make_inputs(small, device, plan.seed)
+    except Exception as e:
+        raise ValueError(f"op: {spec.name}: make_inputs({small.label()}) failed: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}") from None
     rows = spec.rows(small.shape)
     part = spec.batch_subset(inputs, slice(0, ESTIMATE_ROWS)) if rows > ESTIMATE_ROWS else inputs
     part_bytes = max(1.0, spec.cost_of(small).bytes * min(1.0, ESTIMATE_ROWS / max(rows, 1)))
@@ -418,7 +463,7 @@ def estimate_cpu_seconds(plan: BenchPlan) -> float:
             t1 = _clock()
             spec.call(impl.fn, part)
             t2 = _clock()
-        except Exception:  # the check will say what is wrong with it
+        except (Exception, SystemExit):  # the check will say what is wrong with it
             continue
         per_call, warm_up = t2 - t1, max(0.0, (t1 - t0) - (t2 - t1))
         for case in cases:

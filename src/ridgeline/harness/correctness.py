@@ -185,7 +185,7 @@ def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
             torch.cuda.synchronize(device)  # the device, not a stream: work left on other streams counts
     except torch.cuda.OutOfMemoryError:
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # (SystemExit: a user's function must not end the harness's process)
         raise ImplementationError(e) from e
     if isinstance(outs, torch.Tensor):  # a user contract's call() may return the one output bare
         outs = (outs,)
@@ -195,7 +195,7 @@ def _run(spec: OpSpec, impl: Impl, inputs: Inputs) -> tuple[torch.Tensor, ...]:
 class ImplementationError(Exception):
     """What the implementation (or the contract's call of it) raised, as opposed to a failure of the harness."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -333,10 +333,16 @@ def check(
 ) -> list[CheckResult]:
     """Check implementations of `op` on its edge cases (or the given cases); returns one result per pair."""
     from ridgeline.core import registry
+    from ridgeline.core.spec import parse_dtype
 
     spec = registry.get_spec(op)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(impls, str):  # one name, not its characters
+        impls = [impls]
+    if isinstance(dtypes, (str, torch.dtype)):
+        dtypes = [dtypes]
+    dtypes = [parse_dtype(d) if isinstance(d, str) else d for d in dtypes] if dtypes else None
     impl_list = [registry.resolve(op, n) for n in impls] if impls else [
         i for i in registry.implementations(op) if i.source == "ours"
     ]
@@ -345,6 +351,17 @@ def check(
     dtype_list = list(dtypes) if dtypes else list(spec.dtypes)
     spec.check_dtypes(dtype_list)
     given = list(cases) if cases is not None else None  # once: a generator would be spent by the first dtype
+    if given is not None:
+        if not given:
+            raise ValueError("shapes: no cases given")
+        spec.check_dtypes([c.dtype for c in given])
+        for c in given:
+            spec.check_shape(tuple(c.shape))
+        if not any(c.dtype in dtype_list for c in given):
+            raise ValueError(f"dtypes: none of the given cases has one of {', '.join(map(dtype_name, dtype_list))}")
+    elif not any(spec.edge_cases(d, device) for d in dtype_list):
+        raise ValueError(f"shapes: {spec.name} has no edge cases (no 'edge' shape set, no edge_cases()); "
+                         "name the shapes to check")
     results = []
     for dtype in dtype_list:
         case_list = given if given is not None else spec.edge_cases(dtype, device)
