@@ -123,13 +123,13 @@ def check(
     from ridgeline.core import registry
     from ridgeline.core.spec import Case
     from ridgeline.harness.correctness import check as run_check
+    from ridgeline.harness.correctness import plan_check
 
     _check_out_path("--json", json_out)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         spec = registry.get_spec(op)
         dtypes = _parse_dtypes(dtype) or list(spec.dtypes)
-        spec.check_dtypes(dtypes)
         parsed = _parse_shapes(spec, shapes)
         cases = None
         if isinstance(parsed, list):
@@ -137,17 +137,7 @@ def check(
         elif isinstance(parsed, str) and parsed != "edge":
             cases = [Case(s, d) for d in dtypes for s in spec.shapes(parsed)]
         impls = impl or None
-        for name in impls or []:
-            registry.resolve(op, name)
-        if not impls and not any(i.source == "ours" for i in registry.implementations(op)):
-            raise ValueError(f"impl: {spec.name} has no implementation of ridgeline's; name yours with --impl "
-                             "FILE.py:fn")
-        for c in cases or []:
-            spec.check_shape(c.shape)
-        if cases is not None and not cases:
-            raise ValueError("shapes: no shapes given")
-        if cases is None and not any(spec.edge_cases(d, device) for d in dtypes):
-            raise ValueError(f"shapes: {spec.name} has no edge cases (no 'edge' shape set); pass --shapes")
+        plan_check(op, impls, dtypes, device, cases)  # every refusal before the progress bar
     except (ValueError, TypeError) as e:
         _fail(str(e))
     results = []

@@ -69,15 +69,16 @@ GPUS: tuple[GpuModel, ...] = (
 DEFAULT_SM_COUNT: dict[int, int] = {90: 132, 80: 108, 89: 142, 100: 148}
 
 
-def _norm(name: str) -> str:
+def normalize_name(name: str) -> str:
+    """How GPU names and aliases compare: lower case, '-' for spaces and underscores."""
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
 def model_for_device(device_name: str) -> GpuModel | None:
     """The row of a CUDA device name such as 'NVIDIA H200': the longest name or alias it contains, else the first
     row whose family it contains."""
-    key = _norm(device_name)
-    named = [(len(a), g) for g in GPUS for a in (g.name, *g.aliases) if _norm(a) in key]
+    key = normalize_name(device_name)
+    named = [(len(a), g) for g in GPUS for a in (g.name, *g.aliases) if normalize_name(a) in key]
     if named:
         return max(named, key=lambda t: t[0])[1]
     return next((g for g in GPUS if g.family in device_name), None)

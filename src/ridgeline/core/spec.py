@@ -51,6 +51,23 @@ def parse_dtype(name: str) -> torch.dtype:
     return DTYPE_NAMES[key]
 
 
+def as_dtype(d: torch.dtype | str) -> torch.dtype:
+    """A dtype, or its name ('bf16', 'fp32', ...)."""
+    return parse_dtype(d) if isinstance(d, str) else d
+
+
+def as_list(value: Any, what: str) -> list[Any]:
+    """One name (or dtype) or an iterable of them: a lone string is one item, never its characters."""
+    if value is None:
+        return []
+    if isinstance(value, (str, torch.dtype)):
+        return [value]
+    try:
+        return list(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected a list, got {type(value).__name__}") from None
+
+
 def parse_shape(text: str) -> Shape:
     """'4096x4100' -> (4096, 4100)."""
     try:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ridgeline.core import registry
-from ridgeline.core.spec import Case, Impl, OpSpec, Shape, dtype_name, parse_dtype
+from ridgeline.core.spec import Case, Impl, OpSpec, Shape, as_dtype, as_list, dtype_name, parse_dtype
 from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
 from ridgeline.harness.correctness import check_case, only_batch_variance
@@ -276,22 +276,6 @@ def _failure_base(op: str, impl: Impl, case: Case) -> dict[str, Any]:
             "variant": case.variant}
 
 
-def _as_list(value: Any, what: str) -> list[Any]:
-    """One name or an iterable of them (a lone string is one item, never its characters)."""
-    if value is None:
-        return []
-    if isinstance(value, (str, torch.dtype)):
-        return [value]
-    try:
-        return list(value)
-    except TypeError:
-        raise ValueError(f"{what}: expected a list, got {type(value).__name__}") from None
-
-
-def _dtype(d: Any) -> torch.dtype:
-    return parse_dtype(d) if isinstance(d, str) else d
-
-
 def make_plan(
     op: str | OpSpec,
     impls: Iterable[str] | str | None = None,
@@ -313,15 +297,15 @@ def make_plan(
             raise ValueError(f"shapes: {spec.name} has no shape sets; pass shapes such as 4096x4096")
         shapes = preferred if preferred in spec.shape_sets else named[0]
     shape_list = spec.shapes(shapes) if isinstance(shapes, str) else [tuple(s) for s in shapes]
-    names = [absolute_ref(n) for n in _as_list(impls, "impls")]
+    names = [absolute_ref(n) for n in as_list(impls, "impls")]
     plan = BenchPlan(
         op=registry.origin(spec.name) or (spec.name if isinstance(op, OpSpec) else op),
         impls=names or default_impls(spec.name),
         shapes=shape_list,
-        dtypes=[_dtype(d) for d in _as_list(dtypes, "dtypes")]
+        dtypes=[as_dtype(d) for d in as_list(dtypes, "dtypes")]
         or [torch.bfloat16 if torch.bfloat16 in spec.dtypes else spec.dtypes[0]],
-        regimes=_as_list(regimes, "regimes") or ["auto"],
-        variants=_as_list(variants, "variants") or [""],
+        regimes=as_list(regimes, "regimes") or ["auto"],
+        variants=as_list(variants, "variants") or [""],
         budget_s=budget_s if budget_s is not None else (1.5 if device.type == "cuda" else 0.3),
         baseline=absolute_ref(baseline) if baseline else "",
     )

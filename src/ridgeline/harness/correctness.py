@@ -322,38 +322,42 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     _check_values(spec, case, fresh_pristine, _run(spec, impl, fresh), result, "fresh inputs")
 
 
-def check(
-    op: str,
-    impls: Iterable[str] | None = None,
-    dtypes: Iterable[torch.dtype] | None = None,
+@dataclass
+class CheckPlan:
+    """What `check` will run: the spec, the implementations, the dtypes and the cases (None: the edge cases)."""
+
+    spec: OpSpec
+    impls: list[Impl]
+    dtypes: list[torch.dtype]
+    cases: list[Case] | None
+    device: str
+
+
+def plan_check(
+    op: str | OpSpec,
+    impls: Iterable[str] | str | None = None,
+    dtypes: Iterable[torch.dtype | str] | torch.dtype | str | None = None,
     device: torch.device | str | None = None,
     cases: Iterable[Case] | None = None,
-    seed: int = 0,
-    on_result=None,
-) -> list[CheckResult]:
-    """Check implementations of `op` on its edge cases (or the given cases); returns one result per pair."""
+) -> CheckPlan:
+    """Resolve and validate a check before any work: ValueError (one line) for anything the contract refuses."""
     from ridgeline.core import registry
-    from ridgeline.core.spec import parse_dtype
+    from ridgeline.core.spec import as_dtype, as_list
 
     spec = registry.get_spec(op)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if isinstance(impls, str):  # one name, not its characters
-        impls = [impls]
-    if isinstance(dtypes, (str, torch.dtype)):
-        dtypes = [dtypes]
-    dtypes = [parse_dtype(d) if isinstance(d, str) else d for d in dtypes] if dtypes else None
-    impl_list = [registry.resolve(op, n) for n in impls] if impls else [
-        i for i in registry.implementations(op) if i.source == "ours"
+    device = str(device) if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    impl_list = [registry.resolve(spec, n) for n in as_list(impls, "impls")] or [
+        i for i in registry.implementations(spec) if i.source == "ours"
     ]
     if not impl_list:
-        raise ValueError(f"impl: {spec.name} has no implementation of ridgeline's; name one with impls=[...]")
-    dtype_list = list(dtypes) if dtypes else list(spec.dtypes)
+        raise ValueError(f"impl: {spec.name} has no implementation of ridgeline's; name yours (--impl FILE.py:fn, "
+                         "or impls=[...])")
+    dtype_list = [as_dtype(d) for d in as_list(dtypes, "dtypes")] or list(spec.dtypes)
     spec.check_dtypes(dtype_list)
     given = list(cases) if cases is not None else None  # once: a generator would be spent by the first dtype
     if given is not None:
         if not given:
-            raise ValueError("shapes: no cases given")
+            raise ValueError("shapes: no shapes given")
         spec.check_dtypes([c.dtype for c in given])
         for c in given:
             spec.check_shape(tuple(c.shape))
@@ -361,15 +365,29 @@ def check(
             raise ValueError(f"dtypes: none of the given cases has one of {', '.join(map(dtype_name, dtype_list))}")
     elif not any(spec.edge_cases(d, device) for d in dtype_list):
         raise ValueError(f"shapes: {spec.name} has no edge cases (no 'edge' shape set, no edge_cases()); "
-                         "name the shapes to check")
+                         "pass --shapes (or cases=[...])")
+    return CheckPlan(spec, impl_list, dtype_list, given, device)
+
+
+def check(
+    op: str | OpSpec,
+    impls: Iterable[str] | str | None = None,
+    dtypes: Iterable[torch.dtype | str] | torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    cases: Iterable[Case] | None = None,
+    seed: int = 0,
+    on_result=None,
+) -> list[CheckResult]:
+    """Check implementations of `op` on its edge cases (or the given cases); returns one result per pair."""
+    plan = plan_check(op, impls, dtypes, device, cases)
     results = []
-    for dtype in dtype_list:
-        case_list = given if given is not None else spec.edge_cases(dtype, device)
+    for dtype in plan.dtypes:
+        case_list = plan.cases if plan.cases is not None else plan.spec.edge_cases(dtype, plan.device)
         for case in case_list:
             if case.dtype != dtype:
                 continue
-            for impl in impl_list:
-                r = check_case(spec, impl, case, device, seed)
+            for impl in plan.impls:
+                r = check_case(plan.spec, impl, case, plan.device, seed)
                 results.append(r)
                 if on_result is not None:
                     on_result(r)

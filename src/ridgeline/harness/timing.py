@@ -146,7 +146,7 @@ def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.
     return g
 
 
-# The first graph timings in a process ran faster than every later one on the H200: rmsnorm at 1x4096, graph-hot,
+# The first graph timings in a process ran faster than every later one on the H200: a one-row norm, graph-hot,
 # 1.378 and 1.359 us, then 1.526-1.543 from the third timing on, also after 3 s idle, at the same clocks
 # (docs/results/h200-first-timing-bias-s9.json; the cause was not isolated). The bench times ours first, so its first
 # shape flattered us by ~10%. Until this many graph timings have run in the process, `time_graph` first runs

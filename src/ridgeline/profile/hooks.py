@@ -4,7 +4,7 @@ Where a hook is found (first match):
 
 1. ``spec.profile_hooks``: an attribute of the spec (a module or any object), for a user's spec in a file;
 2. the module ``profile`` of the package that defines the spec's class: for a spec class defined in
-   ``ridgeline.ops.rmsnorm.spec`` that is ``ridgeline.ops.rmsnorm.profile`` (a third-party op package likewise).
+   ``ridgeline.ops.<pkg>.spec`` that is ``ridgeline.ops.<pkg>.profile`` (a third-party op package likewise).
    A spec defined in a top-level module (a user's file) has no package and so no such hook.
 
 Every function of a hook is optional:

@@ -51,7 +51,7 @@ class Note:
     severity: str  # "bad" | "warn" | "info" | "good"
     title: str  # short name of the finding, shared by every note of the rule
     why: str  # the rule's explanation, shared by every note of the rule
-    where: str  # the case: "rmsnorm 128x4096 bf16, graph-cold" or "" for the run
+    where: str  # the case: "<op> 128x4096 bf16, graph-cold" or "" for the run
     impl: str = ""
     detail: str = ""  # this case's numbers
 

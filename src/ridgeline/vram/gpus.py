@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ridgeline.core.hardware import GPUS
+from ridgeline.core.hardware import GPUS, normalize_name
 
 from .errors import GpuError
 
@@ -46,18 +46,14 @@ KNOWN_GPUS: tuple[GpuSpec, ...] = tuple(
 )
 
 
-def _norm(name: str) -> str:
-    return name.strip().lower().replace("_", "-").replace(" ", "-")
-
-
 def known_gpu_names() -> list[str]:
     return [g.name for g in KNOWN_GPUS]
 
 
 def lookup_gpu(name: str) -> GpuSpec:
-    key = _norm(name)
+    key = normalize_name(name)
     for g in KNOWN_GPUS:
-        if key == _norm(g.name) or key in (_norm(a) for a in g.aliases):
+        if key == normalize_name(g.name) or key in (normalize_name(a) for a in g.aliases):
             return g
     raise GpuError(f"unknown GPU '{name}' (known: {', '.join(known_gpu_names())}, or 'auto' on a CUDA machine)")
 
@@ -79,7 +75,7 @@ def detect_gpu(device: int = 0) -> GpuSpec:
 def resolve_gpu(gpu: str | GpuSpec, *, memory_bytes: int | None = None) -> GpuSpec:
     if isinstance(gpu, GpuSpec):
         spec = gpu
-    elif _norm(gpu) == "auto":
+    elif normalize_name(gpu) == "auto":
         spec = detect_gpu()
     else:
         spec = lookup_gpu(gpu)

@@ -127,18 +127,23 @@ class _RMSNormFamily:
                 "grid": grid_for(rows, cfg, torch.device(device)) if rows else 0}
 
 
+# What the plain and the fused op's contracts share: rows of N (a leading batch dim folds into M), dtypes, shape sets.
+FAMILY_FIELDS: dict[str, Any] = {
+    "dims": ("M", "N"), "ranks": (2, 3), "dtypes": (torch.bfloat16, torch.float16, torch.float32),
+    "shape_sets": {"sweep": SWEEP, "decode": DECODE, "models": MODELS, "edge": EDGE, "cpu": CPU},
+    "variants": VARIANTS,
+}
+
+
 class RMSNormSpec(_RMSNormFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
-            dims=("M", "N"), ranks=(2, 3),  # rows of N; a leading batch dim folds into M
             name="rmsnorm",
             summary="RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * weight",
             signature="fn(x, weight, eps) -> out",
             outputs=("out",),
             batch_inputs=("x",),
-            dtypes=(torch.bfloat16, torch.float16, torch.float32),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "models": MODELS, "edge": EDGE, "cpu": CPU},
-            variants=VARIANTS,
+            **FAMILY_FIELDS,
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -161,15 +166,12 @@ class RMSNormSpec(_RMSNormFamily, OpSpec):
 class FusedAddRMSNormSpec(_RMSNormFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
-            dims=("M", "N"), ranks=(2, 3),  # rows of N; a leading batch dim folds into M
             name="fused_add_rmsnorm",
             summary="residual_out = x + residual; out = RMSNorm(residual_out) (one pass)",
             signature="fn(x, residual, weight, eps) -> (out, residual_out)",
             outputs=("out", "residual_out"),
             batch_inputs=("x", "residual"),
-            dtypes=(torch.bfloat16, torch.float16, torch.float32),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "models": MODELS, "edge": EDGE, "cpu": CPU},
-            variants=VARIANTS,
+            **FAMILY_FIELDS,
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:

@@ -44,6 +44,14 @@ SCALE_TOL = Tolerance(atol=1e-12, rtol=1e-5)  # scales from float32 vs float64 m
 QUANT_EDGE = EDGE  # wide rows included: over 16384 columns the kernel takes two passes
 
 
+# What the three FP8 contracts share: rows of N, 16-bit inputs, shape sets, variants.
+QUANT_FIELDS: dict[str, Any] = {
+    "dims": ("M", "N"), "ranks": (2, 3), "dtypes": (torch.bfloat16, torch.float16),
+    "shape_sets": {"sweep": SWEEP, "decode": DECODE, "edge": QUANT_EDGE, "cpu": CPU},
+    "variants": ("", "strided", "w-fp32"),
+}
+
+
 def _quant_cases(spec: OpSpec, dtype: torch.dtype, device) -> list[Case]:
     cases = [Case(s, dtype) for s in QUANT_EDGE]
     cases += [Case(s, dtype, "strided") for s in [(7, 769), (7, 4100), (2, 5, 769)]]
@@ -76,12 +84,9 @@ def _dynamic(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class RMSNormFP8Spec(_QuantFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
-            dims=("M", "N"), ranks=(2, 3),  # rows of N; a leading batch dim folds into M
+            **QUANT_FIELDS,
             name="rmsnorm_fp8", summary="RMSNorm, then static per-tensor FP8 (e4m3) quantization: sat(y / scale)",
             signature="fn(x, weight, eps, scale) -> out (float8_e4m3fn)", outputs=("out",), batch_inputs=("x",),
-            dtypes=(torch.bfloat16, torch.float16), shape_sets={"sweep": SWEEP, "decode": DECODE,
-                                                                "edge": QUANT_EDGE, "cpu": CPU},
-            variants=("", "strided", "w-fp32"),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -106,13 +111,11 @@ class RMSNormFP8Spec(_QuantFamily, OpSpec):
 class RMSNormDynamicQuantSpec(_QuantFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
-            dims=("M", "N"), ranks=(2, 3),  # rows of N; a leading batch dim folds into M
+            **QUANT_FIELDS,
             name="rmsnorm_dynamic_quant",
             summary="RMSNorm, then dynamic per-token FP8 (e4m3): s = max|y| / 448 per row, out = y / s",
             signature="fn(x, weight, eps) -> (out float8_e4m3fn, scales [M, 1] float32)", outputs=("out", "scales"),
-            batch_inputs=("x",), dtypes=(torch.bfloat16, torch.float16),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": QUANT_EDGE, "cpu": CPU},
-            variants=("", "strided", "w-fp32"),
+            batch_inputs=("x",),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
@@ -136,14 +139,11 @@ class RMSNormDynamicQuantSpec(_QuantFamily, OpSpec):
 class FusedAddRMSNormDynamicQuantSpec(_QuantFamily, OpSpec):
     def __init__(self) -> None:
         super().__init__(
-            dims=("M", "N"), ranks=(2, 3),  # rows of N; a leading batch dim folds into M
+            **QUANT_FIELDS,
             name="fused_add_rmsnorm_dynamic_quant",
             summary="residual_out = x + residual; RMSNorm; dynamic per-token FP8 (e4m3) quantization",
             signature="fn(x, residual, weight, eps) -> (out float8_e4m3fn, scales [M, 1], residual_out)",
             outputs=("out", "scales", "residual_out"), batch_inputs=("x", "residual"),
-            dtypes=(torch.bfloat16, torch.float16),
-            shape_sets={"sweep": SWEEP, "decode": DECODE, "edge": QUANT_EDGE, "cpu": CPU},
-            variants=("", "strided", "w-fp32"),
         )
 
     def make_inputs(self, case: Case, device, seed: int) -> Inputs:
