@@ -79,5 +79,13 @@ def probe(refresh: bool = False, quick: bool = False) -> dict[str, Any]:
     return device_profile(refresh=refresh, quick=quick)
 
 
+def patch(model: Any, **kwargs: Any) -> Any:
+    """Swap a Hugging Face Llama / Mistral / Qwen2 / Qwen3 model's RMSNorm, MLP activation, rotary embedding and
+    loss for ridgeline's kernels, in place; returns a handle whose `undo()` restores it (ridgeline.nn.patch)."""
+    from ridgeline.nn.patch import patch as _patch
+
+    return _patch(model, **kwargs)
+
+
 __all__ = ["OpSpec", "Case", "Cost", "Tolerance", "Impl", "check", "bench", "probe", "rms_norm",
            "fused_add_rms_norm", "rms_norm_dynamic_quant", "__version__"]
