@@ -22,6 +22,8 @@ from ridgeline.lib.launch import (
     stride_alignment,
 )
 from ridgeline.lib.rounding import inv_hidden
+from ridgeline.ops.rmsnorm import autograd
+from ridgeline.ops.rmsnorm.autograd import refuse_inplace_grad, wants_grad
 from ridgeline.ops.rmsnorm.kernel import (
     _INTERPRETED,
     _rms_norm_kernel,
@@ -342,7 +344,7 @@ def rms_norm(
             y = rms_norm_fp8_op(x, weight, float(eps), scale_t, float(weight_offset), out_dtype)
             return y if out is None else out.copy_(y)
         return _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale)
-    if torch.compiler.is_compiling():  # torch.compile: an opaque custom op, no graph break
+    if torch.compiler.is_compiling() or wants_grad(x, weight):  # compile or autograd: through the custom op
         if out is not None:
             _validate_out("out", out, x)
         y = rms_norm_op(x, weight, float(eps), float(weight_offset))
@@ -473,7 +475,9 @@ def fused_add_rms_norm(
     written into ``x`` and residual_out into ``residual`` (the vLLM / FlashInfer convention) and those two
     tensors are returned; their last dims must then be contiguous and their rows viewable in place.
     """
-    if torch.compiler.is_compiling():  # torch.compile: opaque custom ops, no graph break
+    if inplace:
+        refuse_inplace_grad(x, residual, weight)
+    if torch.compiler.is_compiling() or wants_grad(x, residual, weight):  # compile or autograd: custom ops
         if inplace:
             fused_add_rms_norm_inplace_op(x, residual, weight, float(eps), float(weight_offset))
             return x, residual
@@ -576,6 +580,7 @@ def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, residual: torch.
             torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device), res)
 
 
+autograd.register(rms_norm_op, fused_add_rms_norm_op)  # the backward (backward.py, kernel_bwd.py)
 _grid = grid_for  # (the name harness/profile.py calls)
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "launch_config", "config_for", "LaunchConfig",

@@ -75,3 +75,59 @@ register_impl("rmsnorm", "liger", "peer", _rms,
 register_impl("fused_add_rmsnorm", "liger", "peer", _fused,
               description="Liger-Kernel Triton fused add + RMSNorm (LigerFusedAddRMSNormFunction, "
                           "casting_mode='llama', offset 0); writes fresh out and residual_out")
+
+
+# --- backward contracts (spec_bwd.py): Liger's backward helpers, called as its autograd Functions call them ------
+UTILS_MODULE = "liger_kernel.ops.utils"
+FUSED_NUM_STAGES = 2  # what fused_add_rms_norm_forward hands its backward
+
+
+def _helpers(module: str, name: str, n_args: int) -> tuple[Any, Any, int]:
+    """(the backward helper, calculate_settings, the integer of casting mode 'llama')."""
+    mod = _import(module)
+    fn = _PKG.function(mod, name, n_args)
+    settings = _PKG.function(_import(UTILS_MODULE), "calculate_settings", 1)
+    modes = getattr(_import(RMS_MODULE), "_str_to_casting_mode", None)
+    if not isinstance(modes, dict) or CASTING_MODE not in modes:
+        raise Unavailable(f"{PIP} {_version()}: {RMS_MODULE} has no casting mode table (_str_to_casting_mode)")
+    return fn, settings, modes[CASTING_MODE]
+
+
+def _rms_bwd() -> Callable[..., Any]:
+    # rms_norm_backward(dY, X, W, RSTD, offset, casting_mode, BLOCK_SIZE, num_warps, in_place, row_mode)
+    helper, settings, mode = _helpers(RMS_MODULE, "rms_norm_backward", 10)
+
+    def bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor):
+        n = x.shape[-1]
+        block, warps = settings(n)
+        # As LigerRMSNormFunction.backward (its defaults: in_place=True, row_mode=None) on the contiguous rows its
+        # forward saved: dx is written into dy.
+        dx, dw = helper(dy.contiguous(), x.contiguous().view(-1, n), weight, rstd.contiguous().view(-1), OFFSET, mode,
+                        block, warps, True, None)
+        return dx.view(x.shape), dw
+
+    return bwd
+
+
+def _fused_bwd() -> Callable[..., Any]:
+    # fused_add_rms_norm_backward(dY, dS_out, S, W, RSTD, offset, casting_mode, BLOCK_SIZE, num_warps, num_stages,
+    # in_place)
+    helper, settings, mode = _helpers(FUSED_MODULE, "fused_add_rms_norm_backward", 11)
+
+    def bwd(dy: torch.Tensor, dresidual_out: torch.Tensor, residual_out: torch.Tensor, weight: torch.Tensor,
+            rstd: torch.Tensor):
+        n = residual_out.shape[-1]
+        block, warps = settings(n)
+        # As LigerFusedAddRMSNormFunction.backward (its default in_place=False).
+        dx, _dr, dw = helper(dy.contiguous(), dresidual_out.contiguous(), residual_out.contiguous(), weight,
+                             rstd.contiguous().view(-1), OFFSET, mode, block, warps, FUSED_NUM_STAGES, False)
+        return dx.view(residual_out.shape), dw
+
+    return bwd
+
+
+register_impl("rmsnorm_bwd", "liger", "peer", _rms_bwd, mutates=("dy",),
+              description="Liger-Kernel rms_norm_backward (casting_mode='llama', in_place=True as "
+                          "LigerRMSNormFunction: dx written into dy)")
+register_impl("fused_add_rmsnorm_bwd", "liger", "peer", _fused_bwd,
+              description="Liger-Kernel fused_add_rms_norm_backward (casting_mode='llama', in_place=False)")

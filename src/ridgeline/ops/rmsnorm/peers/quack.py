@@ -59,3 +59,36 @@ register_impl("rmsnorm", "quack", "peer", _rms,
 register_impl("fused_add_rmsnorm", "quack", "peer", _fused,
               description="QuACK CuTe-DSL RMSNorm with residual (quack.rmsnorm.rmsnorm(..., residual=, "
                           "prenorm=True)); writes fresh out and residual_out")
+
+
+# --- backward contracts (spec_bwd.py): quack.rmsnorm.rmsnorm_bwd, as its RMSNormFunction.backward calls it ------
+#     rmsnorm_bwd(x, weight, dout, rstd, dresidual_out=None, has_bias=False, has_residual=False)
+#         -> (dx, dweight, dbias, dresidual)     on 2-D rows
+
+
+def _rms_bwd() -> Callable[..., Any]:
+    bwd_fn = _function(_import(RMS_MODULE), "rmsnorm_bwd", 4, ("dresidual_out", "has_residual"))
+
+    def bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor):
+        n = x.shape[-1]
+        dx, dw, _db, _dres = bwd_fn(x.reshape(-1, n), weight, dy.reshape(-1, n), rstd.reshape(-1))
+        return dx.view(x.shape), dw
+
+    return bwd
+
+
+def _fused_bwd() -> Callable[..., Any]:
+    bwd_fn = _function(_import(RMS_MODULE), "rmsnorm_bwd", 4, ("dresidual_out", "has_residual"))
+
+    def bwd(dy, dresidual_out, residual_out, weight, rstd):
+        n = residual_out.shape[-1]
+        dx, dw, _db, _dres = bwd_fn(residual_out.reshape(-1, n), weight, dy.reshape(-1, n), rstd.reshape(-1),
+                                    dresidual_out=dresidual_out.reshape(-1, n), has_residual=True)
+        return dx.view(residual_out.shape), dw
+
+    return bwd
+
+
+register_impl("rmsnorm_bwd", "quack", "peer", _rms_bwd, description="QuACK CuTe-DSL quack.rmsnorm.rmsnorm_bwd")
+register_impl("fused_add_rmsnorm_bwd", "quack", "peer", _fused_bwd,
+              description="QuACK CuTe-DSL quack.rmsnorm.rmsnorm_bwd(..., dresidual_out=, has_residual=True)")

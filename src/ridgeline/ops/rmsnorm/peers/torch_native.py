@@ -103,3 +103,64 @@ for _op, _fn in (("rmsnorm_fp8", eager_rms_norm_fp8), ("rmsnorm_dynamic_quant", 
                  ("fused_add_rmsnorm_dynamic_quant", eager_fused_add_rms_norm_dynamic_quant)):
     register_impl(_op, "torch-eager", "peer", (lambda f=_fn: f), description="eager PyTorch, float32 math")
     register_impl(_op, "torch-compile", "peer", _compiled(_fn), description="torch.compile(dynamic=False) of it")
+
+
+# --- backward contracts (spec_bwd.py): the gradients PyTorch computes for the forward peers above --------------
+def hf_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """What autograd runs for `hf_rms_norm` (given its saved rstd): the weight's gradient from the rounded
+    normalized row, the row's gradient through the cast to float32 and the rsqrt, in float32."""
+    r = rstd.unsqueeze(-1)
+    xf = x.float()
+    h = (xf * r).to(x.dtype)  # the rounded row HF multiplies by the weight
+    dweight = (dy * h).reshape(-1, x.shape[-1]).sum(0).to(weight.dtype)
+    g = (dy * weight).float()
+    dx = r * (g - xf * (r * r) * (g * xf).mean(-1, keepdim=True))
+    return dx.to(x.dtype), dweight
+
+
+def hf_fused_add_rms_norm_backward(dy: torch.Tensor, dresidual_out: torch.Tensor, residual_out: torch.Tensor,
+                                   weight: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`hf_fused_add_rms_norm`'s gradients: the norm's at residual_out plus residual_out's own (x and residual
+    both receive it)."""
+    dx, dweight = hf_rms_norm_backward(dy, residual_out, weight, rstd)
+    return dx + dresidual_out, dweight
+
+
+def _aten_backward() -> Callable[..., Any]:
+    """torch.ops.aten._fused_rms_norm_backward: what F.rms_norm's autograd runs on CUDA (torch >= 2.9)."""
+    op = getattr(torch.ops.aten, "_fused_rms_norm_backward", None)
+    if op is None:
+        raise Unavailable(f"torch {torch.__version__} has no aten._fused_rms_norm_backward")
+    if not torch.cuda.is_available():
+        raise Unavailable("aten._fused_rms_norm_backward has CUDA kernels only (no CUDA here)")
+
+    def bwd(dy, x, weight, rstd):
+        n = x.shape[-1]
+        return tuple(op(dy, x, [n], rstd.reshape(*x.shape[:-1], 1), weight, [True, True]))
+
+    return bwd
+
+
+def _aten_fused_backward() -> Callable[..., Any]:
+    bwd = _aten_backward()
+
+    def fused(dy, dresidual_out, residual_out, weight, rstd):
+        dx, dweight = bwd(dy, residual_out, weight, rstd)
+        return dx + dresidual_out, dweight
+
+    return fused
+
+
+register_impl("rmsnorm_bwd", "torch-eager", "peer", lambda: hf_rms_norm_backward,
+              description="eager PyTorch: the gradients autograd computes for Hugging Face LlamaRMSNorm")
+register_impl("rmsnorm_bwd", "torch-F", "peer", _aten_backward,
+              description="aten._fused_rms_norm_backward (F.rms_norm's backward on CUDA)")
+register_impl("rmsnorm_bwd", "torch-compile", "peer", _compiled(hf_rms_norm_backward),
+              description="torch.compile(dynamic=False) of the eager backward")
+register_impl("fused_add_rmsnorm_bwd", "torch-eager", "peer", lambda: hf_fused_add_rms_norm_backward,
+              description="eager PyTorch: LlamaRMSNorm's gradients plus d residual_out")
+register_impl("fused_add_rmsnorm_bwd", "torch-F", "peer", _aten_fused_backward,
+              description="aten._fused_rms_norm_backward, then + d residual_out")
+register_impl("fused_add_rmsnorm_bwd", "torch-compile", "peer", _compiled(hf_fused_add_rms_norm_backward),
+              description="torch.compile(dynamic=False) of the eager backward (fuses the add)")
