@@ -1,0 +1,252 @@
+"""Host side of the softmax kernels: the public `softmax(x, dim=-1)` and `softmax_backward(y, dy, dim=-1)`, their
+argument checks, the launches, and the torch custom ops (autograd and torch.compile).
+
+The last dim is the fast path: rows are read in place (leading dims merged into one row stride, rows may be
+strided), the output is a fresh contiguous tensor. Another `dim` is moved last and made contiguous first (one
+extra read and write of x: a copy, said here because it costs), and the result is moved back (a view).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ridgeline.lib.fastlaunch import CachedLauncher
+from ridgeline.lib.launch import (
+    FLOAT_DTYPES,
+    require_dtype,
+    require_runnable_device,
+    require_same_device,
+    require_tensor,
+    stride_alignment,
+)
+from ridgeline.ops.softmax.kernel import (
+    _softmax_bwd_rows,
+    _softmax_bwd_two_pass,
+    _softmax_fwd_rows,
+    _softmax_fwd_two_pass,
+)
+from ridgeline.ops.softmax.rules import _INTERPRETED, LaunchConfig, config_for, grid_for
+
+_LAUNCHERS = {
+    (False, True): CachedLauncher(_softmax_fwd_rows),
+    (False, False): CachedLauncher(_softmax_fwd_two_pass),
+    (True, True): CachedLauncher(_softmax_bwd_rows),
+    (True, False): CachedLauncher(_softmax_bwd_two_pass),
+}
+
+
+def _row_stride(t: torch.Tensor) -> int | None:
+    """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
+    if t.is_contiguous():
+        return t.shape[-1]
+    shape, strides = t.shape, t.stride()
+    if shape[-1] > 1 and strides[-1] != 1:
+        return None
+    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
+    if not dims:
+        return shape[-1]
+    row = expect = dims[-1][1]
+    for size, stride in reversed(dims):
+        if stride != expect:
+            return None
+        expect = stride * size
+    return row
+
+
+def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A tensor and its row stride; copied only when its layout cannot be read in place (last dim not contiguous,
+    leading dims not mergeable)."""
+    stride = _row_stride(t)
+    if stride is None:
+        t = t.contiguous()
+        stride = t.shape[-1]
+    return t, stride
+
+
+def _alignments(n: int, itemsize: int, strides: tuple[int, ...]) -> tuple[int, ...]:
+    """(N_ALIGN, one per row stride): how many elements divide n and each stride, up to a 16-byte vector; strides
+    capped at n's so the register layout (so the order of a row's sums, so the bits) follows n only."""
+    vec = 16 // itemsize
+    na = stride_alignment(n, vec)
+    return (na, *(min(stride_alignment(s, vec), na) for s in strides))
+
+
+def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], m: int, n: int,
+            cfg: LaunchConfig | None = None) -> None:
+    """Forward: tensors (x, y); backward: (y, dy, dx). The last tensor is written."""
+    if m == 0 or n == 0:
+        return
+    x0 = tensors[0]
+    if x0.is_cuda and x0.get_device() != torch.cuda.current_device():
+        with torch.cuda.device(x0.device):  # Triton launches on the current device
+            return _launch(bwd, tensors, strides, m, n, cfg)
+    if cfg is None:
+        cfg = config_for(n, x0.dtype.itemsize, bwd)
+    elif cfg.one_pass and (cfg.width() < n or (cfg.piece_b and cfg.block > n)):
+        raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
+    launcher = _LAUNCHERS[(bwd, cfg.one_pass)]
+    fast_key = None
+    if x0.is_cuda and launcher.enabled():
+        # Everything the compiled kernel and the grid depend on; id(cfg): configs come from a cache (or the
+        # caller keeps theirs), and the entry holds the config, so the id is not reused while it is cached.
+        fast_key = (x0.get_device(), id(cfg), m, n, strides, x0.dtype, tensors[-1].dtype,
+                    tuple(t.data_ptr() & 15 for t in tensors))
+        hit = launcher.cached(fast_key)
+        if hit is not None:
+            kernel, (grid, args_tail, cvals, _) = hit
+            args = _args(tensors, strides, args_tail, m, n)
+            launcher.run(kernel, grid, args, cvals, fast_key[0])
+            return
+    aligns = _alignments(n, x0.dtype.itemsize, strides)
+    grid = grid_for(m, n, x0.dtype.itemsize, cfg, x0.device, bwd)
+    names = ("Y_ALIGN", "DY_ALIGN", "DX_ALIGN") if bwd else ("X_ALIGN", "Y_ALIGN")
+    constexprs: dict = dict(zip(names, aligns[1:], strict=True))
+    constexprs["N_ALIGN"] = aligns[0]
+    if cfg.one_pass:
+        constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows)
+    else:
+        constexprs.update(CHUNK=cfg.block, REVERSE=cfg.reverse)
+    constexprs["EMULATE_RNE"] = _INTERPRETED
+    args_tail = (aligns, cfg.rows if cfg.one_pass else 0)
+    args = _args(tensors, strides, args_tail, m, n)
+    launcher.launch(grid, args, constexprs, cfg.num_warps, fast_key,
+                    (grid, args_tail, tuple(constexprs.values()), cfg))
+
+
+def _args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], tail: tuple, m: int, n: int) -> tuple:
+    aligns, rows = tail
+    args: list = []
+    for t, s, a in zip(tensors, strides, aligns[1:], strict=True):
+        args += [t, s // a]
+    args += [m, n // aligns[0]]
+    if rows:  # one pass: the number of row tiles
+        args.append(-(-m // rows))
+    return tuple(args)
+
+
+def _check_x(name: str, x: object) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES:
+        require_tensor(name, x)
+        require_dtype(name, x)
+    if x.dim() == 0:
+        raise ValueError(f"{name}: expected at least 1 dim (..., N), got a scalar")
+    if not x.is_cuda:
+        require_runnable_device(name, x)
+    return x
+
+
+def _check_dim(dim: object, ndim: int) -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"dim: expected an int, got {type(dim).__name__}")
+    if not -ndim <= dim < ndim:
+        raise ValueError(f"dim: expected a dim in [{-ndim}, {ndim - 1}] for a {ndim}-dim input, got {dim}")
+    return dim % ndim
+
+
+def _new_like(x: torch.Tensor) -> torch.Tensor:
+    # empty_like of a contiguous tensor is contiguous and cheaper in host time than torch.empty(shape, ...).
+    return torch.empty_like(x) if x.is_contiguous() else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _softmax_last(x: torch.Tensor, cfg: LaunchConfig | None = None) -> torch.Tensor:
+    """Softmax over the last dim of a checked tensor (the kernels; no autograd)."""
+    y = _new_like(x)
+    n = x.shape[-1]
+    if n == 0 or x.numel() == 0:
+        return y
+    xr, stride = _rows(x)
+    _launch(False, (xr, y), (stride, n), x.numel() // n, n, cfg)
+    return y
+
+
+def _softmax_backward_last(y: torch.Tensor, dy: torch.Tensor, cfg: LaunchConfig | None = None) -> torch.Tensor:
+    dx = _new_like(y)
+    n = y.shape[-1]
+    if n == 0 or y.numel() == 0:
+        return dx
+    yr, ys = _rows(y)
+    gr, gs = _rows(dy)
+    _launch(True, (yr, gr, dx), (ys, gs, n), y.numel() // n, n, cfg)
+    return dx
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax of ``x`` over ``dim``: ``exp(x - max) / sum(exp(x - max))``, float32 math, output in x's dtype.
+
+    ``x`` may be float32, float16 or bfloat16, any shape, rows 1 to hundreds of thousands of columns wide. Over
+    the last dim (the fast path) rows are read in place, strided or not; another ``dim`` is moved last and copied
+    contiguous first (one extra read and write of x), and the result is returned as a view moved back. A row's
+    result does not depend on the other rows in the call, and repeated calls agree bitwise. Differentiable (the
+    backward is ``softmax_backward``) and traceable by torch.compile (an opaque custom op, no graph break).
+    NaN and inf follow torch.softmax: a row holding NaN or +inf is NaN, -inf entries give 0.
+    """
+    x = _check_x("x", x)
+    d = _check_dim(dim, x.dim())
+    if d != x.dim() - 1:
+        # Not the last dim: one movedim + contiguous copy (torch ops, so autograd and torch.compile see them).
+        return softmax(x.movedim(d, -1).contiguous(), -1).movedim(-1, d)
+    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
+        return softmax_op(x)
+    return _softmax_last(x)
+
+
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The gradient of softmax from its output: ``dx = y * (dy - sum(dy * y, dim))``, float32 math, in y's dtype.
+
+    ``y`` is softmax's output (what autograd saves), ``dy`` the gradient of the loss with respect to it, same
+    shape, dtype and device. Another ``dim`` than the last is moved last and copied (as in ``softmax``).
+    """
+    y = _check_x("y", y)
+    dy = require_tensor("dy", dy)
+    if dy.shape != y.shape:
+        raise ValueError(f"dy: expected shape {tuple(y.shape)} (same as y), got {tuple(dy.shape)}")
+    if dy.dtype != y.dtype:
+        raise TypeError(f"dy: expected dtype {str(y.dtype).replace('torch.', '')} (same as y), "
+                        f"got {str(dy.dtype).replace('torch.', '')}")
+    require_same_device("dy", dy, "y", y)
+    d = _check_dim(dim, y.dim())
+    if d != y.dim() - 1:
+        return softmax_backward(y.movedim(d, -1).contiguous(), dy.movedim(d, -1).contiguous()).movedim(-1, d)
+    if torch.compiler.is_compiling():
+        return softmax_backward_op(y, dy)
+    return _softmax_backward_last(y, dy)
+
+
+# --- the torch custom ops: opaque to torch.compile (fake implementations give the output shapes); autograd
+# saves the output y and calls the backward op. Their bodies run the kernels directly (last dim).
+_LIB = "ridgeline"
+
+
+@torch.library.custom_op(f"{_LIB}::softmax", mutates_args=())
+def softmax_op(x: torch.Tensor) -> torch.Tensor:
+    return _softmax_last(x)
+
+
+@softmax_op.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op(f"{_LIB}::softmax_backward", mutates_args=())
+def softmax_backward_op(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    return _softmax_backward_last(y, dy)
+
+
+@softmax_backward_op.register_fake
+def _(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    return torch.empty(y.shape, dtype=y.dtype, device=y.device)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+
+
+def _backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+    (y,) = ctx.saved_tensors
+    # (grad may arrive in another layout or, from a mixed-precision graph, another dtype: match y's.)
+    return softmax_backward_op(y, grad.to(y.dtype))
+
+
+softmax_op.register_autograd(_backward, setup_context=_setup_context)
+
+__all__ = ["softmax", "softmax_backward", "LaunchConfig", "config_for", "grid_for"]

@@ -1,0 +1,97 @@
+"""GPU-only softmax tests (skipped without CUDA): run on the H200 with `pytest tests/ops/softmax -m gpu`."""
+
+import pytest
+import torch
+
+from ridgeline.core import registry
+from ridgeline.core.spec import Case
+from ridgeline.harness.correctness import check_case
+from ridgeline.ops.softmax.launch import softmax, softmax_backward
+from ridgeline.ops.softmax.rules import config_for
+from ridgeline.ops.softmax.spec import HUGE, HUGE_WIDE, TOLERANCES
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("shape", [HUGE, HUGE_WIDE], ids=["one-pass", "two-pass"])
+@pytest.mark.parametrize("op", ["softmax", "softmax_bwd"])
+def test_more_than_2_31_elements(op, shape):
+    assert shape[0] * shape[1] > 2**31
+    n = shape[-1]
+    assert config_for(n, 2, op == "softmax_bwd").one_pass == (shape == HUGE)
+    r = check_case(registry.get_spec(op), registry.resolve(op, "ridgeline"), Case(shape, torch.bfloat16), "cuda")
+    assert r.passed, r.reasons
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape", [(4096, 1024), (1024, 4100), (512, 32768), (64, 65536), (256, 128256),
+                                   (3, 151936), (2, 262144), (4096, 100), (1, 1)])
+def test_large_shapes_forward_and_backward(dtype, shape):
+    x = (2 * torch.randn(shape, device="cuda")).to(dtype)
+    y = softmax(x)
+    tol = TOLERANCES[dtype]
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=tol.atol, rtol=tol.rtol)
+    dy = torch.randn(shape, device="cuda").to(dtype)
+    yd, gd = y.double(), dy.double()
+    ref = yd * (gd - (gd * yd).sum(-1, keepdim=True))
+    torch.testing.assert_close(softmax_backward(y, dy).double(), ref, atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("n", [4100, 32000, 128256])
+def test_deterministic_and_batch_invariant(n):
+    x = torch.randn(300, n, device="cuda", dtype=torch.bfloat16)
+    y = softmax(x)
+    assert torch.equal(y, softmax(x))
+    for i in (0, 137, 299):
+        assert torch.equal(y[i:i + 1], softmax(x[i:i + 1].clone()))
+    g = torch.randn_like(x)
+    dx = softmax_backward(y, g)
+    assert torch.equal(dx, softmax_backward(y, g))
+    assert torch.equal(dx[137:138], softmax_backward(y[137:138].clone(), g[137:138].clone()))
+
+
+def test_strided_rows_equal_contiguous_within_tolerance():
+    buf = torch.randn(1024, 4113, device="cuda", dtype=torch.bfloat16)
+    x = buf[:, 7:7 + 4100]
+    torch.testing.assert_close(softmax(x).double(), torch.softmax(x.double(), -1), atol=1e-5, rtol=1.6e-2)
+
+
+@pytest.mark.parametrize("op", ["softmax", "softmax_bwd"])
+@pytest.mark.parametrize("peer", ["torch-eager", "torch-compile", "liger", "quack"])
+def test_peers_agree_with_the_reference(op, peer):
+    impl = registry.resolve(op, peer)
+    if not impl.available:
+        pytest.skip(impl.reason)
+    spec = registry.get_spec(op)
+    shapes = [(4096, 4096), (256, 32000), (7, 769)] + ([] if peer == "liger" else [(64, 128256)])
+    for shape in shapes:
+        r = check_case(spec, impl, Case(shape, torch.bfloat16), "cuda")
+        assert r.passed, (shape, r.reasons)
+
+
+def test_autograd_and_compile_on_gpu():
+    x = torch.randn(64, 32000, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(64, 32000, device="cuda")
+    compiled = torch.compile(lambda t: softmax(t), fullgraph=True, dynamic=False)
+    (compiled(x).float() * w).sum().backward()
+    xd = x.detach().double().requires_grad_()
+    (torch.softmax(xd, -1) * w.double()).sum().backward()
+    torch.testing.assert_close(x.grad.double(), xd.grad, atol=1.6e-2 * float(xd.grad.abs().max()), rtol=1.6e-2)
+
+
+def test_runs_under_cuda_graph_capture():
+    x = torch.randn(256, 128256, device="cuda", dtype=torch.bfloat16)
+    g_in = torch.randn_like(x)
+    y0 = softmax(x)
+    softmax_backward(y0, g_in)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = softmax(x)
+        dx = softmax_backward(y, g_in)
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, softmax(x))
+        assert torch.equal(dx, softmax_backward(softmax(x), g_in))

@@ -1,0 +1,209 @@
+"""Our softmax kernels (forward and backward) against float64 on the CPU interpreter: dtypes, widths (one pass,
+two pieces, packed rows, two passes), strided rows, other dims, empty inputs, NaN/inf, bad input, autograd,
+torch.compile, and the harness's check."""
+
+import pytest
+import torch
+
+from conftest import DEVICE
+from ridgeline.ops.softmax.launch import softmax, softmax_backward
+from ridgeline.ops.softmax.rules import config_for
+from ridgeline.ops.softmax.spec import TOLERANCES
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Packed rows (1, 7, 100), one block (769, 5120), two pieces (4100), wide one pass (20000), two passes (70001).
+SHAPES = [(1, 1), (7, 7), (33, 100), (5, 769), (3, 4100), (2, 5120), (2, 20000), (2, 70001), (2, 3, 64)]
+
+
+def rand(*shape, dtype=torch.float32, scale=2.0):
+    return (scale * torch.randn(*shape, device=DEVICE)).to(dtype)
+
+
+def ref_bwd(y, dy):
+    yd, gd = y.double(), dy.double()
+    return yd * (gd - (gd * yd).sum(-1, keepdim=True))
+
+
+def assert_close(out, ref, dtype):
+    tol = TOLERANCES[dtype]
+    assert out.dtype == dtype and out.shape == ref.shape
+    torch.testing.assert_close(out.double(), ref, atol=tol.atol, rtol=tol.rtol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_matches_fp64(dtype, shape):
+    x = rand(*shape, dtype=dtype)
+    assert_close(softmax(x), torch.softmax(x.double(), -1), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_backward_matches_fp64(dtype, shape):
+    y = torch.softmax(rand(*shape), -1).to(dtype)
+    dy = rand(*shape, dtype=dtype, scale=1.0)
+    assert_close(softmax_backward(y, dy), ref_bwd(y, dy), dtype)
+
+
+def test_the_shapes_cover_every_layout():
+    kinds = {(c.one_pass, c.rows > 1, bool(c.piece_b)) for s in SHAPES for c in [config_for(s[-1], 2)]}
+    assert kinds == {(True, True, False), (True, False, False), (True, False, True), (False, False, False)}
+    assert not config_for(20000, 2, bwd=True).one_pass  # the backward's one-pass limit is half the forward's
+
+
+def test_strided_rows_are_read_in_place():
+    buf = rand(6, 4113)
+    x = buf[:, 7:7 + 4100]  # unaligned start and stride
+    assert_close(softmax(x), torch.softmax(x.double(), -1), torch.float32)
+    xw = rand(3, 70014)[:, :70001]
+    assert_close(softmax(xw), torch.softmax(xw.double(), -1), torch.float32)
+    y = torch.softmax(rand(5, 800), -1)[:, :769]
+    dy = rand(5, 790)[:, :769]
+    assert_close(softmax_backward(y, dy), ref_bwd(y, dy), torch.float32)
+
+
+def test_unmergeable_and_transposed_layouts_are_copied():
+    x = rand(4, 3, 64).transpose(0, 1)  # leading dims cannot be one row stride
+    assert_close(softmax(x), torch.softmax(x.double(), -1), torch.float32)
+    xt = rand(64, 5).t()  # last dim stride 5
+    assert_close(softmax(xt), torch.softmax(xt.double(), -1), torch.float32)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -2, -3])
+def test_other_dims_go_through_a_copy(dim):
+    x = rand(3, 5, 70)
+    assert_close(softmax(x, dim=dim), torch.softmax(x.double(), dim), torch.float32)
+    y = torch.softmax(x, dim)
+    dy = rand(3, 5, 70)
+    ref = torch._softmax_backward_data(dy.double(), y.double(), dim, torch.float64)
+    assert_close(softmax_backward(y, dy, dim=dim), ref, torch.float32)
+
+
+def test_last_index_is_the_last_dim():
+    x = rand(4, 300, dtype=torch.bfloat16)
+    assert torch.equal(softmax(x, dim=1), softmax(x))
+    assert softmax(x, dim=1).is_contiguous()
+
+
+def test_empty_inputs():
+    assert softmax(rand(0, 4096)).shape == (0, 4096)
+    assert softmax(rand(3, 0)).shape == (3, 0)
+    assert softmax_backward(rand(0, 70001), rand(0, 70001)).shape == (0, 70001)
+
+
+@pytest.mark.parametrize("n", [50, 70001])
+def test_nan_and_inf_follow_torch(n):
+    x = rand(4, n)
+    x[0, 3] = float("nan")
+    x[1, 0] = float("inf")
+    x[2, 1] = float("-inf")
+    x[2, n - 1] = float("-inf")
+    x[3] = float("-inf")  # a row of -inf is NaN, as in torch
+    y, ref = softmax(x), torch.softmax(x.double(), -1)
+    assert torch.equal(y.isnan(), ref.isnan())
+    assert y[2, 1] == 0 and y[2, n - 1] == 0
+    assert_close(y[2], ref[2], torch.float32)
+
+
+@pytest.mark.parametrize("n", [4100, 70001])
+def test_batch_invariant_and_deterministic(n):
+    x = rand(9, n, dtype=torch.bfloat16)
+    y = softmax(x)
+    assert torch.equal(y, softmax(x))
+    for i in (0, 4, 8):
+        assert torch.equal(y[i:i + 1], softmax(x[i:i + 1].clone()))
+    g = rand(9, n, dtype=torch.bfloat16)
+    dx = softmax_backward(y, g)
+    assert torch.equal(dx[4:5], softmax_backward(y[4:5].clone(), g[4:5].clone()))
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: softmax([1.0, 2.0]), TypeError, "x: expected a torch.Tensor, got list"),
+        (lambda: softmax(torch.ones(3, 4, dtype=torch.int32)), TypeError, "x: expected dtype float32, float16"),
+        (lambda: softmax(torch.ones(3, 4, dtype=torch.float64)), TypeError, "x: expected dtype"),
+        (lambda: softmax(torch.tensor(1.0)), ValueError, "x: expected at least 1 dim"),
+        (lambda: softmax(torch.ones(3, 4), dim=2), ValueError, r"dim: expected a dim in \[-2, 1\]"),
+        (lambda: softmax(torch.ones(3, 4), dim=1.0), TypeError, "dim: expected an int, got float"),
+        (lambda: softmax_backward(torch.ones(3, 4), torch.ones(3, 5)), ValueError,
+         r"dy: expected shape \(3, 4\) \(same as y\)"),
+        (lambda: softmax_backward(torch.ones(3, 4), torch.ones(3, 4, dtype=torch.float16)), TypeError,
+         r"dy: expected dtype float32 \(same as y\), got float16"),
+        (lambda: softmax_backward(torch.ones(3, 4), "dy"), TypeError, "dy: expected a torch.Tensor"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, message):
+    with pytest.raises(error, match=message) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 769), (2, 70001)])
+def test_autograd_matches_fp64_autograd(dtype, shape):
+    x = rand(*shape, dtype=dtype).requires_grad_()
+    w = rand(*shape, scale=1.0)
+    (softmax(x).float() * w).sum().backward()
+    xd = x.detach().double().requires_grad_()
+    (torch.softmax(xd, -1) * w.double()).sum().backward()
+    # The saved y is rounded to the dtype (as torch saves it), and dy - sum(dy * y) cancels: for 16-bit dtypes the
+    # error is relative to the gradient's scale, not to each element.
+    tol = TOLERANCES[dtype]
+    atol = tol.atol if dtype == torch.float32 else tol.rtol * float(xd.grad.abs().max())
+    assert x.grad.dtype == dtype
+    torch.testing.assert_close(x.grad.double(), xd.grad, atol=atol, rtol=tol.rtol)
+
+
+def test_gradcheck():
+    """Not in float64: the kernels take fp32/fp16/bf16 only (float32 math), so gradcheck runs in float32 with
+    tolerances for float32 finite differences (the fp64 comparison of the gradient is the test above)."""
+    x = rand(3, 17, scale=1.0).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: softmax(t), (x,), eps=1e-2, atol=2e-3, rtol=2e-2)
+    x = rand(3, 4, 5, scale=1.0).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: softmax(t, dim=1), (x,), eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
+def test_torch_compile_fullgraph_forward_and_backward():
+    def fn(x):
+        return softmax(x * 1.5, dim=-1) * 2.0
+
+    compiled = torch.compile(fn, fullgraph=True, dynamic=False)
+    x = rand(4, 300).requires_grad_()
+    out = compiled(x)
+    torch.testing.assert_close(out.double(), 2.0 * torch.softmax(1.5 * x.detach().double(), -1), atol=1e-6,
+                               rtol=1e-5)
+    out.sum().backward()
+    xd = x.detach().double().requires_grad_()
+    (2.0 * torch.softmax(1.5 * xd, -1)).sum().backward()
+    torch.testing.assert_close(x.grad.double(), xd.grad, atol=1e-6, rtol=1e-4)
+
+
+def test_explicit_configs_agree():
+    """Every two-pass chunk and direction order, and a one-pass config given by hand, give the same result within
+    the tolerance (the tuning driver launches these)."""
+    from dataclasses import replace
+
+    from ridgeline.ops.softmax import launch
+
+    x = rand(3, 9000)
+    ref = torch.softmax(x.double(), -1)
+    base = launch.LaunchConfig(False, 2048, 4)
+    for cfg in (base, replace(base, reverse=False), replace(base, block=4096, l2_budget=2**20),
+                launch.LaunchConfig(True, 8192, 8, piece_b=1024), launch.LaunchConfig(True, 16384, 16)):
+        assert_close(launch._softmax_last(x, cfg), ref, torch.float32)
+    with pytest.raises(ValueError, match="cfg: .* does not fit a row of 9000 columns"):
+        launch._softmax_last(x, launch.LaunchConfig(True, 8192, 8))
+
+
+def test_harness_check_passes_on_the_cpu_set():
+    import ridgeline
+    from ridgeline.core.registry import get_spec
+    from ridgeline.core.spec import Case
+
+    for op in ("softmax", "softmax_bwd"):
+        cases = [Case(s, torch.bfloat16) for s in get_spec(op).shapes("cpu")[:3]]
+        cases += [Case((5, 769), torch.float16, "strided"), Case((3, 4100), torch.float32, "inf"),
+                  Case((2, 70001), torch.bfloat16, "nan")]
+        results = ridgeline.check(op, ["ridgeline"], device="cpu", cases=cases)
+        assert results and all(r.passed for r in results), [(r.shape, r.reasons) for r in results if not r.passed]
