@@ -1,0 +1,121 @@
+"""Launch rules of the cross-entropy kernel: an ordered table of data, first match wins.
+
+A call is a `Case`: vocab size V, the logits' itemsize, rows N, whether the gradient is written (the training step)
+or not (forward only), and the machine (SMs, L2). `config_for(case)` walks RULES and returns the first rule's
+`LaunchConfig`, then `bound_programs` applies the L2 rule (how many programs may be in flight at once).
+
+What a row computes (one block in registers, or chunks of BLOCK walked twice) depends on V, the dtype and HAS_GRAD
+only, never on N: a row's result does not depend on the batch (batch invariance). The grid (one program per row or
+a persistent grid-stride loop over rows) changes no bit.
+
+Status of the numbers (2026-12, no H200 measurement of this kernel yet): they are carried over from what the
+RMSNorm rules measured on the same H200 (ops/rmsnorm/config.py: rows up to 64 KB of 16-bit columns in registers over
+16 warps without spills; chunks of 8192 columns over 16 warps for the two-pass kernels; a hot L2 copy stays fast up
+to ~16 MiB of footprint, FACTS.md). scripts/device/tune_cross_entropy.py times every open choice below in one call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import triton
+
+# The L2 footprint the re-read of a row may use (rows in flight x row bytes): a hot L2 copy ran at ~5.8 TB/s at
+# 16 MiB and ~4.0 at 24 MiB on the H200 (FACTS.md), so keep well under 16 MiB. Guess: the tuner times 4-48 MiB.
+L2_REREAD_BUDGET = 12 * 2**20
+# Widest row held whole in one program's registers (float32 values after the load): 32768 columns over 16 warps is
+# 64 values a thread, the RMSNorm one-pass limit that compiled without spills on sm_90. Guess for this kernel.
+MAX_SINGLE_COLUMNS = 32768
+CHUNK = 8192  # two-pass chunk: 16 values a thread over 16 warps (guess; the tuner tries 4096-16384)
+FINISH_BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    block: int  # columns per block (SINGLE: >= V)
+    num_warps: int
+    single: bool  # the row in registers, read once
+    programs_per_sm: int = 0  # persistent grid-stride loop with this many programs per SM; 0 = a program per row
+    l2_bound: bool = False  # cap the programs in flight so their rows' re-reads stay within L2_REREAD_BUDGET
+
+    def describe(self) -> str:
+        grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
+        layout = f"1-pass BLOCK={self.block}" if self.single else f"2-pass BLOCK={self.block}"
+        return f"{layout} warps={self.num_warps} grid={grid}" + (" l2-bound" if self.l2_bound else "")
+
+
+@dataclass(frozen=True)
+class Case:
+    n_cols: int
+    itemsize: int
+    n_rows: int = 1
+    has_grad: bool = True
+    sms: int = 132
+    l2_bytes: int = 60 * 2**20
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    when: Callable[[Case], bool]
+    then: Callable[[Case], LaunchConfig]
+    why: str
+
+
+def _warps_for(block: int) -> int:
+    """About 16 float32 values a thread (8 for small blocks), 1-16 warps."""
+    return max(1, min(16, block // 512))
+
+
+def _single(case: Case) -> LaunchConfig:
+    block = triton.next_power_of_2(case.n_cols)
+    return LaunchConfig(block, _warps_for(block), True)
+
+
+def _fwd_chunks(case: Case) -> LaunchConfig:
+    return LaunchConfig(CHUNK, 16, False)
+
+
+def _two_pass(case: Case) -> LaunchConfig:
+    return LaunchConfig(CHUNK, 16, False, programs_per_sm=2, l2_bound=True)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("row in registers", lambda c: triton.next_power_of_2(c.n_cols) <= MAX_SINGLE_COLUMNS, _single,
+         "one read of the row, no re-read; 32K columns over 16 warps is the RMSNorm one-pass limit on sm_90"),
+    Rule("forward only, chunks", lambda c: not c.has_grad, _fwd_chunks,
+         "one online (max, sum) pass over chunks reads the row once: nothing to keep in L2"),
+    Rule("training step, two passes", lambda c: True, _two_pass,
+         "stats pass then gradient pass; the re-read comes from L2 only while the programs in flight hold less than "
+         "L2_REREAD_BUDGET of rows, so the persistent grid is capped by it (open: the tuner compares a program per "
+         "row, 1-4 per SM, and budgets of 4-48 MiB)"),
+)
+
+
+def first_rule(case: Case) -> Rule:
+    return next(r for r in RULES if r.when(case))
+
+
+@functools.lru_cache(maxsize=4096)
+def config_for(case: Case) -> LaunchConfig:
+    return first_rule(case).then(case)
+
+
+def grid_for(case: Case, cfg: LaunchConfig, interpreted: bool = False) -> int:
+    """Programs to launch: one a row, or a persistent grid (always under the CPU interpreter: few program instances
+    keep CPU tests fast), capped by the L2 rule."""
+    if interpreted:
+        return max(1, min(case.n_rows, 4))
+    if not cfg.programs_per_sm:
+        return max(1, case.n_rows)
+    programs = case.sms * cfg.programs_per_sm
+    if cfg.l2_bound:
+        row_bytes = case.n_cols * case.itemsize
+        programs = min(programs, max(case.sms // 4, L2_REREAD_BUDGET // max(1, row_bytes)))
+    return max(1, min(case.n_rows, programs))
+
+
+__all__ = ["LaunchConfig", "Case", "Rule", "RULES", "config_for", "grid_for", "first_rule", "L2_REREAD_BUDGET",
+           "MAX_SINGLE_COLUMNS", "CHUNK", "FINISH_BLOCK"]
