@@ -1,0 +1,1 @@
+"""Peer implementations of the gated activations (one module per production peer)."""
