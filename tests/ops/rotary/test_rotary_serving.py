@@ -156,6 +156,18 @@ def test_nan_and_inf_stay_in_their_pair():
     assert torch.equal(k.isinf(), rk.isinf())
 
 
+def test_a_validated_layout_is_reused_and_a_new_stride_is_validated_again():
+    from ridgeline.ops.rotary import launch
+
+    pos, q, k, cache = make(4, 2, 1, 16)
+    rotary_embedding(pos, q, k, 16, cache, True)
+    n = len(launch._CALLS)
+    rotary_embedding(pos.clone(), q.clone(), k.clone(), 16, cache, True)
+    assert len(launch._CALLS) == n, "same signature: no second validation"
+    with pytest.raises(ValueError, match="query: tokens overlap"):
+        rotary_embedding(pos, q[:1].expand(4, 32), k, 16, cache, True)
+
+
 def test_empty_tokens_launch_nothing():
     pos = torch.empty(0, dtype=torch.int64, device=DEVICE)
     q, k = rand(0, 4 * 64), rand(0, 2 * 64)
@@ -216,8 +228,10 @@ def test_bad_input_names_the_argument(index, value, error, match):
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):
     import ridgeline.lib.launch as lib
+    import ridgeline.ops.rotary.launch as launch
 
     monkeypatch.setattr(lib, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(launch, "_CALLS", {})  # validated layouts are cached: validate afresh
     if DEVICE == "cpu":
         with pytest.raises(ValueError, match="query is on cpu: ridgeline's Triton kernels need a CUDA tensor"):
             rotary_embedding(*_args())

@@ -151,9 +151,9 @@ def _validate(positions: object, query: object, key: object, head_size: object, 
 def _signature(positions, query, key, head_size, cache, is_neox, config) -> tuple:
     """Everything `_validate` depends on (AttributeError for a non-tensor: then `_validate` says what is wrong)."""
     k = None if key is None else (key.shape, key.stride(), key.dtype, key.device)
-    return (positions.shape, positions.dtype, positions.device, query.shape, query.stride(), query.dtype,
-            query.device, k, cache.shape, cache.stride(), cache.dtype, cache.device, type(head_size), head_size,
-            type(is_neox), is_neox, config)
+    return (positions.shape, positions.stride(), positions.dtype, positions.device, query.shape, query.stride(),
+            query.dtype, query.device, k, cache.shape, cache.stride(), cache.dtype, cache.device, type(head_size),
+            head_size, type(is_neox), is_neox, config)
 
 
 def rotary_embedding(
