@@ -1,0 +1,1 @@
+"""Production peers of the rotary ops: one adapter module per library."""
