@@ -26,7 +26,7 @@ import triton.language as tl
 
 from ridgeline.lib.rounding import to_storage
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit

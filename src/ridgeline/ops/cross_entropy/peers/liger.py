@@ -75,8 +75,9 @@ def _fwd_bwd() -> Callable[..., Any]:
     return fwd_bwd
 
 
-register_impl("cross_entropy", "liger", "peer", _fwd,
-              description="Liger-Kernel LigerCrossEntropyFunction on logits that do not require grad (forward only)")
+register_impl("cross_entropy", "liger", "peer", _fwd, mutates=("logits",),
+              description="Liger-Kernel LigerCrossEntropyFunction on logits that do not require grad (forward "
+                          "only; it still overwrites the logits with the gradient)")
 register_impl("cross_entropy_fwd_bwd", "liger", "peer", _fwd_bwd, mutates=("logits",),
               description="Liger-Kernel LigerCrossEntropyFunction + torch.autograd.grad: the gradient written into "
                           "the logits in place")
