@@ -1,0 +1,1 @@
+"""Production peers of LayerNorm, one adapter per vendor; an absent package is "not installed"."""
