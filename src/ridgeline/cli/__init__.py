@@ -309,6 +309,7 @@ def runs(
 
 def _register_optional_commands() -> None:
     """Commands that live beside their library code (each module keeps its own options)."""
+    from ridgeline.comm.cli import comm_command
     from ridgeline.report.cli import compare_command, profile_command, report_command
     from ridgeline.vram.cli import vram_command
 
@@ -316,6 +317,7 @@ def _register_optional_commands() -> None:
     app.command("compare")(compare_command)
     app.command("profile")(profile_command)
     app.command("vram", help="VRAM budget for LLM serving: weights, KV cache, tokens that fit.")(vram_command)
+    app.command("comm", help="Collectives on N GPUs: time, busbw vs the link; ridgeline's all-reduce.")(comm_command)
 
 
 _register_optional_commands()
