@@ -16,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,8 +140,7 @@ def main() -> int:
         return 0
     from ridgeline.records.env import capture_env
 
-    scratch = Path(args.out).with_suffix(".scratch")
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="dropin-"))  # gradients of each variant (not part of the record)
     import transformers
 
     record = {"kind": "dropin-model", "env": capture_env(sys.argv), "transformers": transformers.__version__,
