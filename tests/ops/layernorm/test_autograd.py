@@ -112,7 +112,7 @@ def test_harness_check_passes_on_cpu_cases(op):
         cases += [Case((7, 769), torch.float32, "nan"), Case((7, 300), torch.bfloat16, "inf")]
     results = check(op, ["ridgeline"], [torch.float32, torch.float16, torch.bfloat16], DEVICE, cases=cases)
     assert len(results) == len(cases)
-    assert all(r.passed for r in results), [(r.label(), r.reasons) for r in results if not r.passed]
+    assert all(r.passed for r in results), [(r.shape, r.dtype, r.variant, r.reasons) for r in results if not r.passed]
 
 
 def test_harness_check_catches_a_wrong_backward():

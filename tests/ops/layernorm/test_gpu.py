@@ -24,7 +24,7 @@ def test_more_than_2_31_elements(op):
 def test_edge_cases_pass_the_harness(op):
     results = [r for r in check(op, ["ridgeline"], [torch.bfloat16, torch.float32], "cuda")
                if r.shape != list(HUGE)]
-    assert all(r.passed for r in results), [(r.label(), r.reasons) for r in results if not r.passed]
+    assert all(r.passed for r in results), [(r.shape, r.dtype, r.variant, r.reasons) for r in results if not r.passed]
 
 
 @pytest.mark.parametrize("op", ["layernorm", "layernorm_bwd"])
@@ -33,7 +33,7 @@ def test_peers_agree_with_the_reference(op):
     impls = [i.name for i in registry.implementations(op) if i.available and i.source == "peer"]
     assert {"torch-eager", "torch-compile"} <= set(impls)
     results = check(op, impls, [torch.bfloat16, torch.float32], "cuda", cases=cases)
-    wrong = [(r.impl, r.label(), r.reasons) for r in results if not r.passed]
+    wrong = [(r.impl, r.shape, r.dtype, r.variant, r.reasons) for r in results if not r.passed]
     assert not wrong, wrong
 
 

@@ -82,11 +82,13 @@ class Rule:
 
 # Serving (in place, rot_dim columns of each head).
 SERVING_RULES: tuple[Rule, ...] = (
+    Rule(Match(min_itemsize=4), RotaryConfig("token", 4096, 8),
+         "fp32: one layout at every token count. The kv-group split's code rounds the rotation differently and "
+         "fp32 stores it unrounded: on the H200 a 16384x32x8x128 fp32 call's first row alone differed bitwise "
+         "(batch invariance, test_rotary_gpu.py). Twice the bytes per tile: more warps in flight (guess)"),
     Rule(Match(max_tokens_per_sm=TOKENS_PER_SM_SPLIT), RotaryConfig("kv-group", 2048, 4),
          "decode/small batches: a token's 40 heads in one program leave most SMs idle; one program per GQA group "
          "gives Hk x the programs, each still loading cos/sin once (guess; tune_rotary.py settles it)"),
-    Rule(Match(min_itemsize=4), RotaryConfig("token", 4096, 8),
-         "fp32: twice the bytes per tile, more warps in flight per program (guess)"),
     Rule(Match(), RotaryConfig("token", 4096, 4),
          "prefill: one program per token reads its cos/sin row once and streams 20 KiB; 4 warps x 16-byte "
          "vectors cover a 4096-element tile in 4 loads per thread (rmsnorm's 4096-column rule; guess)"),
@@ -94,9 +96,9 @@ SERVING_RULES: tuple[Rule, ...] = (
 
 # Training (out of place, all D columns; dq/dk for the backward): the same zones.
 TRAIN_RULES: tuple[Rule, ...] = (
+    Rule(Match(min_itemsize=4), RotaryConfig("token", 4096, 8), "fp32: one layout at every token count, as in serving"),
     Rule(Match(max_tokens_per_sm=TOKENS_PER_SM_SPLIT), RotaryConfig("kv-group", 2048, 4),
          "few tokens: split the heads as in serving (guess)"),
-    Rule(Match(min_itemsize=4), RotaryConfig("token", 4096, 8), "fp32 (guess)"),
     Rule(Match(), RotaryConfig("token", 4096, 4), "training shapes (B x S >= 4096 tokens): one program per token"),
 )
 
