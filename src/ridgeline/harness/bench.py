@@ -9,6 +9,7 @@ a launch is regime-aware: SOL = floor(regime) + max(ideal bytes / copy bandwidth
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -243,7 +244,8 @@ def run_bench(
                                "reason": reason}
                     record.add_failure(failure)
                     told(failure)
-                    if device.type == "cuda":
+                    if device.type == "cuda":  # (a failed capture can strand its graph's pool until collected)
+                        gc.collect()
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()
                     continue

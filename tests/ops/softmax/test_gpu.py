@@ -5,7 +5,7 @@ import torch
 
 from ridgeline.core import registry
 from ridgeline.core.spec import Case
-from ridgeline.harness.correctness import check_case
+from ridgeline.harness.correctness import check_case, only_batch_variance
 from ridgeline.ops.softmax.launch import softmax, softmax_backward
 from ridgeline.ops.softmax.rules import config_for
 from ridgeline.ops.softmax.spec import HUGE, HUGE_WIDE, TOLERANCES
@@ -59,6 +59,8 @@ def test_strided_rows_equal_contiguous_within_tolerance():
 @pytest.mark.parametrize("op", ["softmax", "softmax_bwd"])
 @pytest.mark.parametrize("peer", ["torch-eager", "torch-compile", "liger", "quack"])
 def test_peers_agree_with_the_reference(op, peer):
+    """Peers must get the values right; batch invariance is a property we promise and they do not (the bench
+    times a peer that fails only that, with a caveat). torch.compile's softmax backward fails it on CPU too."""
     impl = registry.resolve(op, peer)
     if not impl.available:
         pytest.skip(impl.reason)
@@ -66,7 +68,7 @@ def test_peers_agree_with_the_reference(op, peer):
     shapes = [(4096, 4096), (256, 32000), (7, 769)] + ([] if peer == "liger" else [(64, 128256)])
     for shape in shapes:
         r = check_case(spec, impl, Case(shape, torch.bfloat16), "cuda")
-        assert r.passed, (shape, r.reasons)
+        assert r.passed or only_batch_variance(r.reasons), (shape, r.reasons)
 
 
 def test_autograd_and_compile_on_gpu():

@@ -8,10 +8,12 @@ What a row computes (one block in registers, or chunks of BLOCK walked twice) de
 only, never on N: a row's result does not depend on the batch (batch invariance). The grid (one program per row or
 a persistent grid-stride loop over rows) changes no bit.
 
-Status of the numbers (2026-12, no H200 measurement of this kernel yet): they are carried over from what the
-RMSNorm rules measured on the same H200 (ops/rmsnorm/config.py: rows up to 64 KB of 16-bit columns in registers over
-16 warps without spills; chunks of 8192 columns over 16 warps for the two-pass kernels; a hot L2 copy stays fast up
-to ~16 MiB of footprint, FACTS.md). scripts/device/tune_cross_entropy.py times every open choice below in one call.
+Status of the numbers: measured on the H200 (bf16, 2026-12-01; docs/results/h200-tune-cross_entropy.json, 264
+candidates at 6 shapes per contract). A program per row walking 4096-column chunks with 8 warps was the fastest or
+within 3% of it at every V from 32000 to 256000, for the forward and the training step: 2286-2793 GB/s forward,
+2363-2473 GB/s the training step. Holding 32000 columns in registers (1711 / 2030 GB/s), 16384-column chunks and
+grids capped by the L2 budget (1-4 programs per SM: 788-2456 GB/s) were all slower. The training step still reads
+the logits twice (the second read mostly from DRAM): ~0.57 of speed of light; see docs/perf/cross_entropy.md.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import triton
 L2_REREAD_BUDGET = 12 * 2**20
 # Widest row held whole in one program's registers (float32 values after the load): 32768 columns over 16 warps is
 # 64 values a thread, the RMSNorm one-pass limit that compiled without spills on sm_90. Guess for this kernel.
-MAX_SINGLE_COLUMNS = 32768
-CHUNK = 8192  # two-pass chunk: 16 values a thread over 16 warps (guess; the tuner tries 4096-16384)
+MAX_SINGLE_COLUMNS = 4096  # wider rows: chunks (a 32000-column row in registers ran 25% slower than chunks)
+CHUNK = 4096  # 16 values a thread over 8 warps (measured best against 8192 and 16384)
 FINISH_BLOCK = 1024
 
 
@@ -74,23 +76,19 @@ def _single(case: Case) -> LaunchConfig:
     return LaunchConfig(block, _warps_for(block), True)
 
 
-def _fwd_chunks(case: Case) -> LaunchConfig:
-    return LaunchConfig(CHUNK, 16, False)
-
-
-def _two_pass(case: Case) -> LaunchConfig:
-    return LaunchConfig(CHUNK, 16, False, programs_per_sm=2, l2_bound=True)
+def _chunks(case: Case) -> LaunchConfig:
+    return LaunchConfig(CHUNK, 8, False)
 
 
 RULES: tuple[Rule, ...] = (
     Rule("row in registers", lambda c: triton.next_power_of_2(c.n_cols) <= MAX_SINGLE_COLUMNS, _single,
-         "one read of the row, no re-read; 32K columns over 16 warps is the RMSNorm one-pass limit on sm_90"),
-    Rule("forward only, chunks", lambda c: not c.has_grad, _fwd_chunks,
-         "one online (max, sum) pass over chunks reads the row once: nothing to keep in L2"),
-    Rule("training step, two passes", lambda c: True, _two_pass,
-         "stats pass then gradient pass; the re-read comes from L2 only while the programs in flight hold less than "
-         "L2_REREAD_BUDGET of rows, so the persistent grid is capped by it (open: the tuner compares a program per "
-         "row, 1-4 per SM, and budgets of 4-48 MiB)"),
+         "a row of up to 4096 columns is one chunk: read once, in registers"),
+    Rule("forward only, chunks", lambda c: not c.has_grad, _chunks,
+         "one online (max, sum) pass over 4096-column chunks, a program per row: 2286-2793 GB/s at V = 32000 to "
+         "256000 (h200-tune-cross_entropy.json; 8192-column chunks over 16 warps: 2426-2532)"),
+    Rule("training step, two passes", lambda c: True, _chunks,
+         "stats pass then gradient pass over 4096-column chunks, a program per row: 2363-2473 GB/s; persistent grids "
+         "capped so the re-read stays in L2 (1-4 programs per SM) kept too few loads in flight: 788-2456 GB/s"),
 )
 
 
