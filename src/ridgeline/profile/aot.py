@@ -109,6 +109,38 @@ def compile_launches(launches: list[TritonLaunch], arch: int, out_dir: Path) -> 
     return kernels
 
 
+def compile_check(launches: list[TritonLaunch], arch: int = DEFAULT_ARCH) -> list[dict[str, Any]]:
+    """Compile each distinct specialization for `arch` and say, per launch, whether the compiler took it: the
+    cubin's size, or the error's first lines. (What `tests/ops/test_compile_sm90.py` runs for every op.)"""
+    done: dict[str, dict[str, Any]] = {}
+    out = []
+    for launch in launches:
+        key = _compile_key(launch)
+        if key not in done:
+            try:
+                ck = aot_compile(launch, arch)
+                done[key] = {"kernel": launch.name, "cubin_bytes": len(ck.asm.get("cubin", b""))}
+            except Exception as e:  # the compiler's message is the finding
+                lines = [ln for ln in str(e).splitlines() if ln.strip()]
+                keep = lines if len(lines) <= 4 else [*lines[:2], "...", *lines[-2:]]  # (the cause is last)
+                done[key] = {"kernel": launch.name, "error": f"{type(e).__name__}: " + " | ".join(keep)}
+        out.append(done[key])
+    return out
+
+
+def check_in_child(launches: list[TritonLaunch], arch: int, out_dir: Path) -> list[dict[str, Any]] | None:
+    """`compile_check` in a clean child process (no interpreter); None where a launch cannot travel as JSON."""
+    from ridgeline.profile.child import in_child
+
+    data = [launch_to_json(la) for la in launches]
+    if any(d is None for d in data):
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "launches.json"
+    path.write_text(json.dumps(data) + "\n")
+    return in_child(["check", str(path), str(arch)], timeout=1800)["results"]
+
+
 def interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 

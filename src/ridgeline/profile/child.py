@@ -41,7 +41,9 @@ def in_child(argv: list[str], timeout: float = 300) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """`aot OP IMPL SHAPE DTYPE VARIANT ARCH OUT SMS`: record the launches, compile them and print the facts;
     `ncu OP IMPL SHAPE DTYPE VARIANT`: warm up, then one call inside cudaProfilerStart/Stop for ncu;
-    `compile LAUNCHES.json ARCH OUT`: compile launches recorded in the parent and print the facts."""
+    `compile LAUNCHES.json ARCH OUT`: compile launches recorded in the parent and print the facts;
+    `check LAUNCHES.json ARCH`: compile each distinct launch only, and print per launch the cubin size or the error
+    (every launch is tried: one failure does not hide the next)."""
     from ridgeline.core.spec import parse_shape
 
     if argv[0] == "compile":
@@ -50,6 +52,12 @@ def main(argv: list[str]) -> int:
         launches = [launch_from_json(d) for d in json.loads(Path(argv[1]).read_text())]
         kernels = compile_launches(launches, int(argv[2]), Path(argv[3]))
         print(RESULT_MARK + json.dumps({"kernels": kernels}, default=str), flush=True)
+        return 0
+    if argv[0] == "check":
+        from ridgeline.profile.aot import compile_check, launch_from_json
+
+        launches = [launch_from_json(d) for d in json.loads(Path(argv[1]).read_text())]
+        print(RESULT_MARK + json.dumps({"results": compile_check(launches, int(argv[2]))}), flush=True)
         return 0
     mode, op, impl, shape_text, dtype_text, variant = argv[:6]
     shape = parse_shape(shape_text)
