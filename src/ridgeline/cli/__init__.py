@@ -307,6 +307,50 @@ def runs(
         console.print(fails)
 
 
+@app.command()
+def audit(
+    op: Annotated[str, typer.Argument(help="op name (see `ridgeline ops`) or your own FILE.py:SPEC")],
+    impl: Annotated[str, typer.Option("--impl", help="the implementation audited (registered name or file.py:fn)")],
+    shapes: Annotated[str | None, typer.Option(help="base shapes: a shape set or 4096x4096x4096,...")] = None,
+    dim: Annotated[str | None, typer.Option(help="the dim varied (a name of the op's dims, e.g. M)")] = None,
+    start: Annotated[int | None, typer.Option("--from", help="first value of the dim")] = None,
+    stop: Annotated[int | None, typer.Option("--to", help="last value of the dim")] = None,
+    step_rule: Annotated[str, typer.Option(
+        help="on-and-off-tiles | pow2 | every:N | values:A,B,...")] = "on-and-off-tiles",
+    dtype: Annotated[str, typer.Option(help="bf16 (default), fp16, ...")] = "bf16",
+    variant: Annotated[str, typer.Option(help="input variant the spec knows")] = "",
+    regime: Annotated[str, typer.Option(help="auto | cold-eager | graph-cold | graph-hot")] = "auto",
+    budget: Annotated[float | None, typer.Option(help="seconds of sampling per point")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the run record here")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="folder for the plot and the markdown table")] = None,
+) -> None:
+    """Time one implementation over a dense shape grid; flag cliffs in time / speed of light, with the configs."""
+    from ridgeline.core import registry
+    from ridgeline.harness.audit import audit as run_audit
+
+    _check_out_path("--json", json_path)
+    try:
+        spec = registry.get_spec(op)
+        parsed = _parse_shapes(spec, shapes)
+        if parsed is None:
+            parsed = "cpu" if not torch.cuda.is_available() and "cpu" in spec.shape_sets else \
+                next((k for k in spec.shape_sets if k != "edge"), None)
+        base = spec.shapes(parsed) if isinstance(parsed, str) else parsed
+        with _progress() as progress:
+            task = progress.add_task("audit", total=None)
+            record = run_audit(op, impl, base, dim, start, stop, step_rule, dtype, variant, regime, budget,
+                               json_path, out, sys.argv,
+                               progress=lambda desc: progress.update(task, advance=1, description=desc))
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
+    from ridgeline.report.audit import audit_markdown
+
+    console.print(audit_markdown(record), markup=False, highlight=False)
+    cliffs = record.settings["audit"]["cliffs"]
+    console.print(f"audit {record.run_id}: {len(record.settings['audit']['points'])} points, {len(cliffs)} cliffs; "
+                  f"record {record.path}" + (f"; report in {out}" if out else ""))
+
+
 def _register_optional_commands() -> None:
     """Commands that live beside their library code (each module keeps its own options)."""
     from ridgeline.comm.cli import comm_command

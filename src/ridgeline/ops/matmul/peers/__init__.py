@@ -1,0 +1,1 @@
+"""Peers of the GEMM: one module per production implementation."""

@@ -1,0 +1,84 @@
+"""The audit's report: a plot of time over speed of light along the audited dim (cliffs marked) and a markdown
+table of every point with the launch configuration chosen there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ridgeline.core.spec import shape_label
+from ridgeline.records.record import RunRecord
+
+
+def audit_markdown(record: RunRecord) -> str:
+    a = record.settings.get("audit", {})
+    points: list[dict[str, Any]] = a.get("points", [])
+    dim = a.get("dim_name")
+    by = "time / SOL" if points and points[0].get("normalized_by") == "sol" else "time per unit of work (x best)"
+    lines = [f"# audit: {record.settings.get('op')} / {a.get('impl')} ({a.get('dtype')})", "",
+             f"Run {record.run_id}; dim {dim} ({a.get('step_rule')}); cliff = {by} more than "
+             f"{a.get('cliff_jump')}x a neighbour's. {len(a.get('cliffs', []))} cliffs in {len(points)} points.", "",
+             f"| shape | regime | median us | SOL us | {by} | jump | TFLOP/s | cliff | config |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        sol = f"{p['sol_us']:.2f}" if p.get("sol_us") else "-"
+        tf = f"{p['tflops']:.1f}" if p.get("tflops") else "-"
+        cfg = str(p.get("config", "")).replace("|", "/")
+        lines.append(f"| {shape_label(p['shape'])} | {p['regime']} | {p['median_us']:.2f} | {sol} | {p['ratio']:.2f} "
+                     f"| {p.get('jump', 1.0):.2f} | {tf} | {'**cliff**' if p.get('cliff') else ''} | {cfg} |")
+    failures = record.failures
+    if failures:
+        lines += ["", "Failures (not timed):", ""]
+        lines += [f"- {shape_label(f['shape'])} {f.get('stage')}: {f.get('reason')}" for f in failures]
+    return "\n".join(lines) + "\n"
+
+
+def audit_plot(record: RunRecord, path: Path) -> Path | None:
+    """A PNG of the ratio along the dim, one line per (other dims, regime); None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    a = record.settings.get("audit", {})
+    dim = a.get("dim")
+    points = a.get("points", [])
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        rest = [d for i, d in enumerate(p["shape"]) if i != dim] if dim is not None else []
+        lines.setdefault(f"{'x'.join(map(str, rest))} {p['regime']}", []).append(p)
+    for label, pts in lines.items():
+        xs = [p["shape"][dim] if dim is not None else i for i, p in enumerate(pts)]
+        ax.plot(xs, [p["ratio"] for p in pts], marker=".", label=label)
+        cl = [(x, p["ratio"]) for x, p in zip(xs, pts) if p.get("cliff")]
+        if cl:
+            ax.scatter(*zip(*cl), color="red", zorder=3, s=30, label=f"cliffs ({label})")
+    ax.set_xlabel(str(a.get("dim_name", "point")))
+    ax.set_ylabel("time / speed of light" if points and points[0].get("normalized_by") == "sol"
+                  else "time per unit of work (x best)")
+    if dim is not None and points and min(p["shape"][dim] for p in points) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_title(f"audit {record.settings.get('op')} / {a.get('impl')} ({a.get('dtype')})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_audit_report(record: RunRecord, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    a = record.settings.get("audit", {})
+    stem = f"audit-{record.settings.get('op')}-{a.get('impl')}".replace("/", "_").replace(":", "_")
+    md = out_dir / f"{stem}.md"
+    md.write_text(audit_markdown(record))
+    out = {"markdown": md}
+    png = audit_plot(record, out_dir / f"{stem}.png")
+    if png is not None:
+        out["plot"] = png
+    return out

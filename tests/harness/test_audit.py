@@ -1,0 +1,41 @@
+"""`ridgeline audit` on the CPU: the grid, the cliff rule, a tiny run with its record, table and plot."""
+
+from __future__ import annotations
+
+import pytest
+
+import ridgeline.ops.matmul  # noqa: F401
+from ridgeline.harness.audit import analyse, audit, grid_values
+
+
+def test_grid_values_land_on_and_off_tiles():
+    v = grid_values(1, 300, "on-and-off-tiles", tiles=(128,))
+    assert {1, 16, 128, 129, 256, 257, 63, 64, 65} <= set(v) and max(v) <= 300
+    assert grid_values(0, 10, "every:5") == [0, 5, 10]
+    assert grid_values(1, 100, "values:3,7,500") == [3, 7]
+    with pytest.raises(ValueError, match="step-rule"):
+        grid_values(1, 10, "zigzag")
+
+
+def test_cliff_rule():
+    ms = [{"shape": [m, 8, 8], "median_us": t, "sol_us": 1.0, "regime": "cpu"}
+          for m, t in ((1, 1.0), (2, 1.05), (3, 1.5), (4, 1.5))]
+    pts = {p["shape"][0]: p for p in analyse(ms, 0)}
+    assert pts[3]["cliff"] and not pts[2]["cliff"] and not pts[4]["cliff"]
+    assert abs(pts[3]["jump"] - 1.5 / 1.05) < 1e-9
+
+
+def test_tiny_audit_writes_record_table_and_plot(tmp_path):
+    rec = audit("matmul", "ridgeline", [(1, 32, 32)], dim="M", start=1, stop=20, step_rule="values:1,17",
+                dtype="fp16", budget_s=0.01, json_path=tmp_path / "a.json", out_dir=tmp_path / "rep")
+    a = rec.settings["audit"]
+    assert len(a["points"]) == 2 and all(p["config"] for p in a["points"])
+    assert (tmp_path / "a.json").exists() and rec.kind == "audit"
+    md = (tmp_path / "rep" / "audit-matmul-ridgeline.md").read_text()
+    assert "| 17x32x32 |" in md
+    assert (tmp_path / "rep" / "audit-matmul-ridgeline.png").stat().st_size > 1000
+
+
+def test_audit_refuses_unknown_dim():
+    with pytest.raises(ValueError, match="--dim"):
+        audit("matmul", "ridgeline", [(1, 32, 32)], dim="Q")

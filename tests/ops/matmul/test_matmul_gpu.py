@@ -1,0 +1,79 @@
+"""GPU tests of the GEMM (H200): the harness's check at real sizes, peers vs float64, >2^31 elements, determinism
+and batch invariance across the kernel switch (M = 64 -> 65), the backward's transposed operands through TMA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ridgeline.ops.matmul  # noqa: F401
+from ridgeline.core import registry
+from ridgeline.core.spec import Case
+from ridgeline.ops.matmul.launch import matmul
+from ridgeline.ops.matmul.spec import make_matmul_inputs, matmul_tolerance, reference_matmul
+
+pytestmark = pytest.mark.gpu
+
+
+def _close(y, ref, k, dtype):
+    tol = matmul_tolerance(k, dtype)
+    bad = (y.double() - ref).abs() > tol.atol + tol.rtol * ref.abs()
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} out of tolerance"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_check_edge_cases(dtype):
+    from ridgeline.harness.correctness import check
+
+    results = check("matmul", ["ridgeline"], [dtype], "cuda", None)
+    bad = [(r.label, r.reasons) for r in results if not r.passed]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("impl", ["cublas", "triton-tutorial", "ridgeline"])
+@pytest.mark.parametrize("shape,variant", [((1, 4096, 4096), ""), ((1024, 6144, 4096), "bias"),
+                                           ((300, 1000, 1031), "kn")])
+def test_values_vs_float64(impl, shape, variant):
+    fn = registry.resolve("matmul", impl).fn
+    ins = make_matmul_inputs(Case(shape, torch.bfloat16, variant), "cuda", 1)
+    y = fn(ins["x"], ins["w"], ins["bias"], layout=ins["layout"])
+    _close(y, reference_matmul(ins["x"], ins["w"], ins["bias"], ins["layout"]), shape[-1], torch.bfloat16)
+
+
+def test_batch_invariance_across_the_kernel_switch():
+    x = torch.randn(4096, 4096, device="cuda").bfloat16()
+    w = (torch.randn(4096, 4096, device="cuda") / 64).bfloat16()
+    full = matmul(x, w)
+    for m in (1, 16, 64, 65, 256):
+        assert torch.equal(matmul(x[:m], w), full[:m]), f"rows 0:{m} alone differ from the full batch"
+    assert torch.equal(matmul(x, w), full)
+
+
+def test_more_than_2_31_elements():
+    m, k, n = 2**31 // 4096 + 1, 4096, 256
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(n, k, device="cuda") / 64).bfloat16()
+    y = matmul(x, w)
+    rows = torch.tensor([0, m // 2, m - 1], device="cuda")
+    _close(y[rows], reference_matmul(x[rows], w, None, "nt"), k, torch.bfloat16)
+
+
+def test_backward_transposed_operands():
+    x = torch.randn(512, 1024, device="cuda").bfloat16().requires_grad_()
+    w = (torch.randn(768, 1024, device="cuda") / 32).bfloat16().requires_grad_()
+    dy = torch.randn(512, 768, device="cuda").bfloat16()
+    matmul(x, w).backward(dy)
+    _close(x.grad, dy.double() @ w.double(), 768, torch.bfloat16)
+    _close(w.grad, dy.double().T @ x.double(), 512, torch.bfloat16)
+
+
+def test_cuda_graph_capture():
+    x = torch.randn(2048, 4096, device="cuda").bfloat16()
+    w = (torch.randn(4096, 4096, device="cuda") / 64).bfloat16()
+    want = matmul(x, w)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = matmul(x, w)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, want)
