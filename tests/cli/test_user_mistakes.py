@@ -180,6 +180,9 @@ def test_help_lists_the_kernels_and_real_signatures():
     doc = ridgeline.__doc__
     assert "rms_norm" in doc and "fused_add_rms_norm" in doc and "OpSpec" in doc
     assert "rms_norm" in dir(ridgeline)
+    # __all__ names every op package's public kernels, and only those that exist
+    assert sorted(ridgeline.KERNELS) == sorted(ridgeline._exports())
+    assert all(callable(getattr(ridgeline, name)) for name in ridgeline.__all__ if name != "__version__")
     assert list(inspect.signature(ridgeline.check).parameters)[:3] == ["op", "impls", "dtypes"]
     assert "shapes" in inspect.signature(ridgeline.bench).parameters
 
