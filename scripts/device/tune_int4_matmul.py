@@ -1,0 +1,158 @@
+"""Time int4_matmul's launch candidates per shape on the GPU, to settle the guesses in ops/int4_matmul/rules.py.
+
+Usage (on the GPU machine, from the repo root, src/ on PYTHONPATH):
+  python3 scripts/device/tune_int4_matmul.py [--shapes 1x4096x4096,16x28672x4096] [--json OUT.json]
+                                             [--max-seconds 100] [--rep-ms 10]
+
+For each (M, N, K) shape (bf16, group 128): cuBLAS on the dequantized bf16 weight (the baseline of the issue's 3x
+target), the shipped rules, and candidates over the tile config (BLOCK_M, BLOCK_N, warps, stages), split programs
+on/off, and the numeric split (rules.splits_for scaled: none, half, the rule, double). Each candidate is checked
+against the float64 reference once and compared BITWISE with the shipped rules' output (`same_bits`: a candidate
+with another numeric split is expected to differ; one with the same split but other tiles must not, or batch
+invariance across the tile rules does not hold), then timed with triton.testing.do_bench_cudagraph over enough
+input sets to exceed the L2 three times (cold L2). A failing config is recorded and skipped, never a crash; when
+--max-seconds runs out the shapes left are skipped and said so. The best config per shape is printed last;
+everything measured goes to --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+DEFAULT_SHAPES = "1x4096x4096,1x8192x28672,16x4096x4096,16x57344x8192,64x8192x28672,256x4096x4096,1024x4096x4096"
+L2_BYTES = 60 * 2**20
+COPY_GBPS = 4270.0
+DEVICE = "cuda"
+
+
+def _sets(nbytes: int) -> int:
+    return max(1, min(8, math.ceil(3 * L2_BYTES / max(1, nbytes))))
+
+
+def _time(fns, rep_ms: float) -> float:
+    import triton.testing
+
+    def run():
+        for f in fns:
+            f()
+
+    return triton.testing.do_bench_cudagraph(run, rep=rep_ms) * 1000.0 / len(fns)
+
+
+def candidates(m: int) -> list[tuple[int, int, int, int]]:
+    """About a dozen per shape (each compiles once on the GPU, ~1 s): the rule's BLOCK_M and the next smaller one,
+    three widths, two pipeline depths; 8 warps only for 128-row tiles."""
+    from ridgeline.ops.int4_matmul.rules import tile_config
+
+    rule_bm = tile_config(m).block_m
+    out = []
+    for bm in sorted({rule_bm, max(16, rule_bm // 2)}):
+        for bn in (32, 64, 128):
+            for stages in (3, 4):
+                out.append((bm, bn, 8 if bm >= 128 else 4, stages))
+    return out
+
+
+def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
+    from ridgeline.core.spec import Case
+    from ridgeline.ops.int4_matmul import launch as L
+    from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
+    from ridgeline.ops.int4_matmul.rules import TileConfig, splits_for
+    from ridgeline.ops.int4_matmul.spec import Int4MatmulSpec
+
+    spec = Int4MatmulSpec()
+    nbytes = spec.cost((m, n, k), torch.bfloat16).bytes
+    sets = []
+    for i in range(_sets(nbytes)):
+        g = torch.Generator(device=DEVICE).manual_seed(i)
+        wp, s = pack_int4(torch.randn((n, k), generator=g, device=DEVICE).to(torch.bfloat16))
+        sets.append((torch.randn((m, k), generator=g, device=DEVICE).to(torch.bfloat16), wp, s))
+    x0, wp0, s0 = sets[0]
+    ref = (x0.double() @ unpack_int4(wp0, s0).t())
+    tol = spec.tolerance_for(Case((m, n, k), torch.bfloat16), "y", torch.bfloat16)
+    shipped = L.int4_matmul(x0, wp0, s0)
+    rows: list[dict] = []
+    deq = [unpack_int4(wp, s, dtype=torch.float32).to(torch.bfloat16) for _, wp, s in sets]
+    us = _time([lambda x=x, w=w: torch.nn.functional.linear(x, w) for (x, _, _), w in zip(sets, deq)], rep_ms)
+    rows.append({"impl": "cublas-bf16", "us": us})
+    del deq
+    sms = L.multiprocessor_count(x0.device)
+    base_splits = splits_for(n, k, 128, sms)
+    split_opts = sorted({1, max(1, base_splits // 2), base_splits, min(2 * base_splits, k // 128 // 2 or 1)})
+    original = L.splits_for
+    cands = [(None, None, base_splits), (None, True, base_splits), (None, False, base_splits)]
+    cands += [(c, None, base_splits) for c in candidates(m)]
+    cands += [(None, None, sp) for sp in split_opts if sp != base_splits]
+    for tile, split_progs, splits in cands:
+        name = ("rules" if tile is None else "BM{} BN{} w{} s{}".format(*tile)) + \
+            ("" if split_progs is None else f" split_programs={split_progs}") + \
+            ("" if splits == base_splits else f" splits={splits}")
+        cfg = TileConfig(*tile) if tile else None
+        try:
+            L.splits_for = (lambda *a, _s=splits: _s)
+            y = L.int4_matmul(x0, wp0, s0, cfg=cfg, split_programs=split_progs)
+            err = (y.double() - ref).abs()
+            if not bool((err <= tol.atol + tol.rtol * ref.abs()).all()):
+                rows.append({"impl": name, "error": f"wrong: max abs err {float(err.max()):.3g}"})
+                continue
+            us = _time([lambda x=x, w=w, sc=s, c=cfg, sp=split_progs: L.int4_matmul(x, w, sc, cfg=c, split_programs=sp)
+                        for x, w, s in sets], rep_ms)
+            rows.append({"impl": name, "us": us, "same_bits": bool(torch.equal(y, shipped)),
+                         "weight_GBps": n * k / 2 / us / 1e3})
+        except Exception as e:  # a config that fails to compile or launch is a result
+            first = str(e).splitlines()[0][:160] if str(e) else ""
+            rows.append({"impl": name, "error": f"{type(e).__name__}: {first}"})
+        finally:
+            L.splits_for = original
+    return {"shape": [m, n, k], "bytes": nbytes, "sol_us": nbytes / COPY_GBPS / 1e3, "base_splits": base_splits,
+            "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--max-seconds", type=float, default=100.0)
+    ap.add_argument("--rep-ms", type=float, default=10.0)
+    args = ap.parse_args(argv)
+    shapes = [tuple(int(v) for v in p.lower().split("x")) for p in args.shapes.split(",")]
+    t0, results, skipped = time.time(), [], []
+    for shape in shapes:
+        if time.time() - t0 > args.max_seconds:
+            skipped.append(list(shape))
+            continue
+        try:
+            results.append(tune_shape(*shape, args.rep_ms))
+        except Exception:
+            results.append({"shape": list(shape), "error": traceback.format_exc(limit=3)})
+        if args.json:
+            args.json.write_text(json.dumps({"results": results, "skipped": skipped}, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "skipped": skipped}, indent=1))
+    print(f"{'shape':>18} {'SOL us':>7} {'cuBLAS':>8} {'rules':>8} {'best':>8}  x cuBLAS  best config (same bits)")
+    for r in results:
+        if "rows" not in r:
+            print(f"{'x'.join(map(str, r['shape'])):>18}  failed: {r['error'].splitlines()[-1]}")
+            continue
+        ok = [x for x in r["rows"] if "us" in x]
+        cub = next((x["us"] for x in ok if x["impl"] == "cublas-bf16"), float("nan"))
+        rules = next((x["us"] for x in ok if x["impl"] == "rules"), float("nan"))
+        ours = [x for x in ok if x["impl"] != "cublas-bf16"]
+        best = min(ours, key=lambda x: x["us"]) if ours else {"impl": "-", "us": float("nan")}
+        print(f"{'x'.join(map(str, r['shape'])):>18} {r['sol_us']:7.1f} {cub:8.1f} {rules:8.1f} {best['us']:8.1f}"
+              f"  {cub / best['us']:7.2f}x  {best['impl']} ({best.get('same_bits')})")
+    if skipped:
+        print(f"skipped (time): {skipped}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

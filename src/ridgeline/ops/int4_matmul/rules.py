@@ -1,0 +1,73 @@
+"""Launch rules of `int4_matmul`: ordered tables of data, first match wins, each row with why.
+
+Two separate choices:
+1. The numeric split of K (`splits_for`): a function of (N, K) and the GPU's SM count only, never of M, so a row's
+   result is the same whatever the batch (batch invariance; kernel.py). Decode needs it: at M <= 64 the N blocks
+   alone (N / 64 = 64 programs for a 4096-wide layer) cannot keep 132 SMs' worth of weight loads in flight.
+2. The tile config (`TILE_RULES`, by M): BLOCK_M, BLOCK_N, warps, stages; and whether each split gets its own
+   programs (`split_programs`: when the tiles alone are fewer than SPLIT_BELOW_WAVES waves of the SMs).
+Every number below is a first guess from the design (bytes in flight per SM, tl.dot's minimum of 16 rows, the
+rmsnorm lessons on the H200: ~4 programs per SM of 4 warps saturate DRAM), to be settled by
+scripts/device/tune_int4_matmul.py on the H200.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+
+
+# (max M, config): the first row whose max M >= M.
+TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
+    (16, TileConfig(16, 64, 4, 4, "decode: tl.dot's minimum of 16 rows; 64 columns x 64 bytes of K per group "
+                                  "keep 4 KB of weight per program in flight, 4 stages deep")),
+    (32, TileConfig(32, 64, 4, 4, "small batch: still weight-bound, the x tile grows, the weight tile does not")),
+    (64, TileConfig(64, 64, 4, 4, "64 rows: one wgmma M tile per warpgroup")),
+    (256, TileConfig(64, 128, 4, 3, "small prefill: each weight tile reused by 64 rows; 128 columns halve the "
+                                    "x re-reads")),
+    (1 << 62, TileConfig(128, 64, 8, 3, "prefill: two warpgroups; 128x128 spilled 560 B at sm_90 (the split-order "
+                                        "accumulators are two fp32 tiles)")),
+)
+
+# The numeric split: aim for this many programs over N (at 64 columns each) times splits, i.e. about 2 waves of
+# 4-warp programs at 4 per SM; never more than MAX_SPLITS, and each split keeps at least MIN_GROUPS_PER_SPLIT groups.
+SPLIT_TARGET_PROGRAMS_PER_SM = 4
+SPLIT_COLUMNS = 64
+MAX_SPLITS = 8
+MIN_GROUPS_PER_SPLIT = 4
+# Split programs (own programs per split, fp32 partials + an ordered reduce) when the output tiles alone are fewer
+# than this many programs per SM; else one program walks its splits (no workspace, no second launch).
+SPLIT_BELOW_PROGRAMS_PER_SM = 2
+
+
+def splits_for(n: int, k: int, group_size: int, sm_count: int) -> int:
+    """Numeric K splits for (N, K) on a GPU of `sm_count` SMs (independent of M: batch invariance)."""
+    n_groups = k // group_size
+    programs_over_n = -(-n // SPLIT_COLUMNS)
+    want = -(-SPLIT_TARGET_PROGRAMS_PER_SM * sm_count // programs_over_n)
+    return max(1, min(want, MAX_SPLITS, n_groups // MIN_GROUPS_PER_SPLIT))
+
+
+def tile_config(m: int) -> TileConfig:
+    for max_m, cfg in TILE_RULES:
+        if m <= max_m:
+            return cfg
+    return TILE_RULES[-1][1]
+
+
+def split_programs(m: int, n: int, cfg: TileConfig, splits: int, sm_count: int) -> bool:
+    if splits == 1:
+        return False
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    return tiles < SPLIT_BELOW_PROGRAMS_PER_SM * sm_count

@@ -1,0 +1,78 @@
+"""GPU tests of int4_matmul: real layer shapes vs float64, batch invariance across the tile rules (the kernel's
+claim that tl.dot's per-element sums agree between mma and wgmma tiles), determinism, >2^31-element x, peers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ridgeline
+from ridgeline.core.registry import get_spec, resolve
+from ridgeline.core.spec import Case
+from ridgeline.ops.int4_matmul.launch import int4_matmul
+from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
+
+pytestmark = pytest.mark.gpu
+
+
+def _weights(n, k, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return pack_int4(torch.randn((n, k), generator=g, device="cuda").to(dtype))
+
+
+def _ok(y, x, wp, s):
+    ref = x.double() @ unpack_int4(wp, s).t()
+    tol = get_spec("int4_matmul").tolerance_for(Case((x.shape[0], wp.shape[0], x.shape[1]), x.dtype), "y", x.dtype)
+    err = (y.double() - ref).abs()
+    assert bool((err <= tol.atol + tol.rtol * ref.abs()).all()), float(err.max())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 6144, 4096), (64, 4096, 14336), (256, 4100, 8192),
+                                   (1000, 2048, 4096)])
+def test_values(dtype, shape):
+    m, n, k = shape
+    wp, s = _weights(n, k)
+    x = torch.randn((m, k), device="cuda").to(dtype)
+    _ok(int4_matmul(x, wp, s), x, wp, s)
+
+
+@pytest.mark.parametrize("nk", [(4096, 4096), (8192, 28672), (28672, 4096)])
+def test_batch_invariance_across_tile_rules(nk):
+    n, k = nk
+    wp, s = _weights(n, k)
+    x = torch.randn((1024, k), device="cuda").to(torch.bfloat16)
+    full = int4_matmul(x, wp, s)
+    for m in (1, 3, 16, 17, 64, 65, 256, 257):
+        assert torch.equal(int4_matmul(x[:m], wp, s), full[:m]), f"M={m}"
+    assert torch.equal(int4_matmul(x, wp, s), full)  # deterministic
+    assert torch.equal(int4_matmul(x[:64], wp, s, split_programs=False), full[:64])
+
+
+def test_more_than_2_31_elements_of_x():
+    k = 4096
+    m = 2**31 // k + 16
+    wp, s = _weights(64, k)
+    x = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
+    y = int4_matmul(x, wp, s)
+    for rows in (slice(0, 4), slice(m - 4, m)):
+        _ok(y[rows], x[rows], wp, s)
+
+
+@pytest.mark.parametrize("op", ["int4_matmul", "pack_int4"])
+def test_harness_check_gpu(op):
+    impls = ["ridgeline", "cublas-bf16", "torch-int4"] if op == "int4_matmul" else ["ridgeline", "torch-eager"]
+    results = ridgeline.check(op, impls=impls, dtypes=["bf16"], device="cuda")
+    # Peers may be batch-variant (flagged, still timed); torch's int4 kernel refuses N not a multiple of 8.
+    bad = [(r.impl, r.shape, r.variant, r.reasons) for r in results if not r.passed
+           and not (r.impl != "ridgeline" and all("batch invariant" in x for x in r.reasons))
+           and not (r.impl == "torch-int4" and r.shape[1] % 8)]
+    assert not bad, bad
+
+
+def test_torch_int4_peer_agrees():
+    fn = resolve("int4_matmul", "torch-int4").fn
+    assert fn is not None
+    wp, s = _weights(4096, 4096)
+    x = torch.randn((16, 4096), device="cuda").to(torch.bfloat16)
+    _ok(fn(x, wp, s, 128), x, wp, s)
