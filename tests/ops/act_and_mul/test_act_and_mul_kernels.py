@@ -173,7 +173,7 @@ def test_rules_table_is_ordered_data_with_reasons():
     assert all(r.why for r in rules.RULES)
     names = {rules.first_rule(rules.Call(d, 2, m, bwd)).name
              for d in (64, 14336) for m in (1, 64, 4096) for bwd in (False, True)}
-    assert names == {"narrow rows", "decode", "bulk", "bulk backward"}
+    assert names == {"narrow rows", "one to four rows", "decode", "decode backward", "bulk", "bulk backward"}
     assert rules.first_rule(rules.Call(14336, 2, 4096, interpreted=True)).name == "interpreter"
 
 

@@ -7,8 +7,8 @@ they choose is the tile a program owns (BLOCK_M rows x BLOCK_N columns), its war
 Why these values (the same H200 as ops/rmsnorm, FACTS.md): a plain Triton row kernel reaches ~95% of copy
 bandwidth once each thread keeps 16-byte accesses in flight and the SMs are full; decode sizes are launch-latency
 bound (~1.5 us in a graph), where more, smaller programs spread one row's few KB over more SMs. The numbers below
-are first guesses from those measurements; `scripts/device/tune_act_and_mul.py` times the candidates
-(`candidate_configs`) per shape on the H200 and prints the winners, to settle them.
+were set from one tuning run on the H200 (`scripts/device/tune_act_and_mul.py`, its table in
+docs/results/h200-tune-act_and_mul.log): each rule's `why` quotes it.
 """
 
 from __future__ import annotations
@@ -105,15 +105,23 @@ RULES: tuple[Rule, ...] = (
     Rule("narrow rows", Match(max_row_bytes=2048), block_n=None, tile=4096, num_warps=4,
          why="rows of 2 KB or less: whole rows, several per program, so a program still moves >= 8 KB per "
              "operand and no lanes idle past the row's end"),
+    Rule("one to four rows", Match(max_out_bytes=128 * 2**10), block_n=512, tile=512, num_warps=4,
+         why="a single decode row (28 KB of output at d = 14336): the most programs per byte; on the H200 1x512 "
+             "tiles ran 1.16 us against 1.39 for 1x1024 forward, 1.41 against 1.61 backward at 1x28672",
+         guess=False),
+    Rule("decode backward", Match(max_out_bytes=2 * 2**20, backward=True), block_n=512, tile=1024, num_warps=8,
+         why="16-64 rows backward: 2x512 tiles over 8 warps ran 1.89 / 4.26 us against 2.09 / 4.42 for 1x1024 over 4 "
+             "at 16 / 64 x 28672", guess=False),
     Rule("decode", Match(max_out_bytes=2 * 2**20), block_n=1024, tile=1024, num_warps=4,
-         why="a few rows (output <= 2 MiB, e.g. decode batches of 28672-wide gate_up): launch-latency bound; one "
-             "16-byte vector per 16-bit operand a thread, the most programs per byte so every SM issues loads"),
-    Rule("bulk backward", Match(backward=True), block_n=1024, tile=1024, num_warps=4,
-         why="three loads and two stores a thread: 8 columns a thread keeps registers low (full occupancy) while "
-             "48 bytes per thread are in flight"),
-    Rule("bulk", Match(), block_n=2048, tile=2048, num_warps=4,
-         why="16 columns a thread: two 16-byte vectors per 16-bit operand in flight, full occupancy (the kind of "
-             "config that held ~95% of copy bandwidth for rmsnorm rows)"),
+         why="16-64 rows forward (output <= 2 MiB): launch-latency bound; within 2.5% of the best candidate at 16 and "
+             "64 x 28672", guess=False),
+    Rule("bulk backward", Match(backward=True), block_n=512, tile=1024, num_warps=8,
+         why="three loads and two stores a thread, 4 columns a thread over 8 warps: 2x512 tiles ran 105.8 / 136.7 us "
+             "against 107.5 / 138.7 for 1x1024 over 4 warps at 4096 x 22016 / 28672 (94-102% of copy bandwidth)",
+         guess=False),
+    Rule("bulk", Match(), block_n=1024, tile=2048, num_warps=8,
+         why="8 columns a thread over 8 warps: 2x1024 tiles ran 22.9 / 83.4 / 322.8 us against 23.4 / 83.8 / 325.1 "
+             "for 1x2048 over 4 warps at 1024 / 4096 / 16384 x 28672", guess=False),
 )
 
 
