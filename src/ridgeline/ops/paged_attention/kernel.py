@@ -1,0 +1,154 @@
+"""Paged decode attention in Triton: split-KV (flash-decoding) over a paged KV cache, and the logsumexp merge.
+
+`_paged_decode_kernel`: one program per (sequence, kv head, split), a pair's splits adjacent in the grid. It holds
+every query row of its kv head's GQA group (G = Hq / Hkv heads x Q query tokens = M rows, padded to BLOCK_M >= 16
+for the tensor cores) in registers, and walks the split's tokens BLOCK_N at a time: each token's page comes from the
+block table (pages in any order,
+any block size), K and V tiles [BLOCK_N, D] are loaded once for the whole group (the point of GQA: KV bytes are
+read once per kv head, not once per q head), scores S = q K^T on the tensor cores (fp32 accumulation), an online
+softmax in base 2 (the softmax scale and k_scale folded into one multiplier), and acc += P V (v_scale applied
+once at the end). FP8 (e4m3) K/V are widened to the query's dtype in registers (exact: e4m3 fits in bf16/fp16).
+
+Causal among the Q new tokens: query token i (0-based, of Q) sits at position seq_len - Q + i, so it sees keys
+[0, seq_len - Q + i]. A row that sees no key (seq_len 0, or seq_len < Q for the first tokens) outputs zeros.
+
+With one split the program writes the normalized output. With several it writes fp32 partials (o normalized by
+its own sum, and its base-2 logsumexp) to a workspace and `_merge_kernel` combines the splits of a row in a fixed
+order: deterministic (no atomics), and a sequence's result depends only on its own data and the split size (which
+the launch rules choose from the block table's width, Hkv and the SMs, never the batch: batch invariant).
+Page ids and token offsets are 64-bit (a cache of more than 2^31 elements).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ridgeline.lib.launch import interpreter_enabled
+from ridgeline.lib.rounding import to_storage
+
+# Read once: the interpreter gives garbage for tl.dot on bf16 and truncates fp32 -> bf16 (emulated there).
+INTERPRETED = interpreter_enabled()
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _paged_decode_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, part_o_ptr, part_lse_ptr, ks_ptr, vs_ptr,
+    qk_scale, k_scale, v_scale,
+    stride_qb, stride_qq, stride_qh,
+    stride_kb, stride_kt, stride_kh,
+    stride_vb, stride_vt, stride_vh,
+    stride_btb, stride_ob, stride_oq, stride_oh,
+    split_tokens, n_splits,
+    HKV: tl.constexpr, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    SPLIT: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, FP32_DOT: tl.constexpr, EMULATE: tl.constexpr,
+):
+    pid = tl.program_id(0)  # (a 1-D grid: the fast launcher's) = (sequence, kv head) * n_splits + split
+    split = pid % n_splits
+    bh = pid // n_splits
+    b = bh // HKV
+    kvh = bh % HKV
+    seq_len = tl.load(lens_ptr + b)
+    start = split * split_tokens
+    if start >= seq_len and start > 0:  # nothing of this sequence here: the merge reads only live splits
+        return
+    end = tl.minimum(start + split_tokens, seq_len)
+
+    rows = tl.arange(0, BLOCK_M)  # row m: query token m // G, q head kvh * G + m % G
+    qi = rows // G
+    head = kvh * G + rows % G
+    row_ok = rows < G * Q
+    cols = tl.arange(0, BLOCK_D)
+    col_ok = cols < D
+    q_off = b.to(tl.int64) * stride_qb + qi * stride_qq + head * stride_qh
+    q = tl.load(q_ptr + q_off[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    if FP32_DOT:
+        q = q.to(tl.float32)
+    # Position of each row's query token; it sees keys at positions <= last.
+    last = seq_len - Q + qi
+
+    if SCALE_FROM_PTR:
+        k_scale = tl.load(ks_ptr)
+        v_scale = tl.load(vs_ptr)
+    mult = qk_scale * k_scale * LOG2E  # base-2 logits
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    bt_row = bt_ptr + b.to(tl.int64) * stride_btb
+    offs_n = tl.arange(0, BLOCK_N)
+    for t0 in range(start, end, BLOCK_N):
+        tok = t0 + offs_n
+        tok_ok = tok < end
+        page = tl.load(bt_row + tok // PAGE, mask=tok_ok, other=0).to(tl.int64)
+        slot = (tok % PAGE).to(tl.int64)
+        kv_mask = tok_ok[:, None] & col_ok[None, :]
+        k_off = page * stride_kb + slot * stride_kt + kvh * stride_kh
+        k = tl.load(k_ptr + k_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
+        v_off = page * stride_vb + slot * stride_vt + kvh * stride_vh
+        v = tl.load(v_ptr + v_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
+        if FP32_DOT:
+            s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k.to(q.dtype)))
+        s = s * mult
+        visible = tok_ok[None, :] & (tok[None, :] <= last[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet: no NaN
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if FP32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+        m_i = m_new
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    o = acc * (v_scale / l_safe)[:, None]
+    o_mask = row_ok[:, None] & col_ok[None, :]
+    if SPLIT:
+        # Partials: [B, Q, Hq, n_splits, D] fp32 and [B, Q, Hq, n_splits] base-2 logsumexp (-inf: nothing seen).
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))
+        prow = ((b.to(tl.int64) * Q + qi) * (HKV * G) + head) * n_splits + split
+        tl.store(part_lse_ptr + prow, lse, mask=row_ok)
+        tl.store(part_o_ptr + prow[:, None] * D + cols[None, :], o, mask=o_mask)
+    else:
+        o_off = b.to(tl.int64) * stride_ob + qi * stride_oq + head * stride_oh
+        tl.store(out_ptr + o_off[:, None] + cols[None, :], to_storage(o, out_ptr.dtype.element_ty, EMULATE),
+                 mask=o_mask)
+
+
+@triton.jit
+def _merge_kernel(
+    part_o_ptr, part_lse_ptr, lens_ptr, out_ptr,
+    stride_ob, stride_oq, stride_oh,
+    split_tokens, n_splits,
+    HQ: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
+    """One program per (sequence, query token, q head): out = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m) over
+    the sequence's live splits, in split order. All -inf (nothing visible): zeros."""
+    row = tl.program_id(0)
+    b = row // (Q * HQ)
+    qi = (row // HQ) % Q
+    h = row % HQ
+    seq_len = tl.load(lens_ptr + b)
+    live = tl.maximum(tl.cdiv(seq_len, split_tokens), 1)
+    s = tl.arange(0, BLOCK_S)
+    s_ok = s < live
+    base = row.to(tl.int64) * n_splits
+    lse = tl.load(part_lse_ptr + base + s, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse, 0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp2(lse - m_safe)  # (0 for dead splits)
+    cols = tl.arange(0, BLOCK_D)
+    col_ok = cols < D
+    o = tl.load(part_o_ptr + (base + s)[:, None] * D + cols[None, :], mask=s_ok[:, None] & col_ok[None, :],
+                other=0.0)
+    total = tl.sum(w, 0)
+    res = tl.sum(o * w[:, None], 0) / tl.where(total == 0.0, 1.0, total)
+    o_off = b.to(tl.int64) * stride_ob + qi * stride_oq + h * stride_oh
+    tl.store(out_ptr + o_off + cols, to_storage(res, out_ptr.dtype.element_ty, EMULATE), mask=col_ok)

@@ -1,0 +1,1 @@
+"""Peers of paged decode attention: one adapter module per production implementation."""
