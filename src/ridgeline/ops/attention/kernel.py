@@ -109,7 +109,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_k, s_v, offs_m, offs_d, seq_k
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "H", "GROUP", "left", "right"])
-def _attn_fwd(Q, K, V, O, LSE, cu_q, cu_k,
+def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
               s_qb, s_qs, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_ob, s_os, s_oh, s_lb, s_lh,
               seqlen_q, seqlen_k, H, GROUP, qk_scale, left, right,
               VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, STORE_LSE: tl.constexpr,
@@ -149,8 +149,8 @@ def _attn_fwd(Q, K, V, O, LSE, cu_q, cu_k,
                                right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
-    o_base = O + b64 * s_ob + q0 * s_os + h64 * s_oh
-    tl.store(o_base + offs_m.to(tl.int64)[:, None] * s_os + offs_d[None, :], out.to(O.dtype.element_ty),
+    o_base = Out + b64 * s_ob + q0 * s_os + h64 * s_oh
+    tl.store(o_base + offs_m.to(tl.int64)[:, None] * s_os + offs_d[None, :], out.to(Out.dtype.element_ty),
              mask=row_ok[:, None])
     if STORE_LSE:
         lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * LN2)
@@ -158,7 +158,7 @@ def _attn_fwd(Q, K, V, O, LSE, cu_q, cu_k,
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "H"])
-def _attn_bwd_delta(O, DO, LSE, DLSE, DELTA, cu_q,
+def _attn_bwd_delta(Out, DO, LSE, DLSE, DELTA, cu_q,
                     s_ob, s_os, s_oh, s_db, s_ds, s_dh, s_lb, s_lh, seqlen_q, H,
                     VARLEN: tl.constexpr, HAS_DLSE: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr):
     """delta = rowsum(out * dout) - dlse (fp32, lse's layout); a gradient of lse enters dS as p * dlse."""
@@ -176,7 +176,7 @@ def _attn_bwd_delta(O, DO, LSE, DLSE, DELTA, cu_q,
     offs_d = tl.arange(0, HEAD_D)
     ok = offs_m < seq_q
     rows = offs_m.to(tl.int64)[:, None]
-    o = tl.load(O + b64 * s_ob + q0 * s_os + h64 * s_oh + rows * s_os + offs_d[None, :], mask=ok[:, None],
+    o = tl.load(Out + b64 * s_ob + q0 * s_os + h64 * s_oh + rows * s_os + offs_d[None, :], mask=ok[:, None],
                 other=0.0).to(tl.float32)
     do = tl.load(DO + b64 * s_db + q0 * s_ds + h64 * s_dh + rows * s_ds + offs_d[None, :], mask=ok[:, None],
                  other=0.0).to(tl.float32)
