@@ -22,6 +22,8 @@ from ridgeline.ops.attention.rules import DELTA_BLOCK_M, DELTA_WARPS, AttnConfig
 DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = (16, 32, 64, 128, 256)
 LOG2E = 1.4426950408889634
+# Read once: Triton decided at import whether it interprets (tiles go to fp32 before tl.dot there).
+_INTERPRETED = interpreter_enabled()
 Window = tuple[int, int]
 
 
@@ -166,7 +168,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
     if cfg is None:
-        cfg = config_for("fwd", d, left >= 0 or right >= 0)
+        cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)
     grid = (triton_cdiv(seq_q, cfg.block_m), batch * h)
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         _attn_fwd[grid](
@@ -174,7 +176,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
             *_strides3(q, varlen), *_strides3(k, varlen), *_strides3(v, varlen), *_strides3(out, varlen),
             *_lse_strides(lse, varlen), seq_q, seq_k, h, h // k.shape[-2], scale * LOG2E, left, right,
             VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, STORE_LSE=store_lse, HEAD_D=d,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, UPCAST=interpreter_enabled(),
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, UPCAST=_INTERPRETED,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out, lse
 
@@ -194,12 +196,12 @@ def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int,
     if batch == 0 or h == 0 or (seq_q == 0 and seq_k == 0):
         return dq, dk, dv
     masked = left >= 0 or right >= 0
-    cfg_kv, cfg_q = cfgs if cfgs is not None else (config_for("dkdv", d, masked), config_for("dq", d, masked))
+    up = _INTERPRETED
+    cfg_kv, cfg_q = cfgs if cfgs is not None else (config_for("dkdv", d, masked, up), config_for("dq", d, masked, up))
     delta = torch.empty_like(lse)
     ls = _lse_strides(lse, varlen)
     cu_qa = cu_q if varlen else _dummy(lse)
     cu_ka = cu_k if varlen else _dummy(lse)
-    up = interpreter_enabled()
     flags = dict(VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, HEAD_D=d, UPCAST=up)
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         if seq_q:

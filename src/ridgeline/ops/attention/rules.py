@@ -82,6 +82,7 @@ DQ_RULES: tuple[Rule, ...] = (
     Rule("d256", lambda c: True, AttnConfig(64, 32, 8, 2), "D=256: small key tiles (k and v both stream)"),
 )
 
+_INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}
 # The delta preprocess (rowsum(out * dout)) is memory-bound: rows per program, warps.
 DELTA_BLOCK_M = {True: 16, False: 64}
@@ -95,5 +96,6 @@ def rule_for(case: Case) -> Rule:
     raise AssertionError(f"no attention rule matches {case}")  # the last rule of each table matches everything
 
 
-def config_for(kernel: str, head_dim: int, masked: bool = False) -> AttnConfig:
-    return rule_for(Case(kernel, head_dim, masked, interpreter_enabled())).config
+def config_for(kernel: str, head_dim: int, masked: bool = False, interpreted: bool | None = None) -> AttnConfig:
+    """The config of one kernel; `interpreted` defaults to whether Triton interprets (read at import)."""
+    return rule_for(Case(kernel, head_dim, masked, _INTERPRETED if interpreted is None else interpreted)).config
