@@ -60,18 +60,19 @@ FWD_RULES: tuple[Rule, ...] = (
     Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 3),
          "128 x 128 fp32 accumulator over 8 warps (64 registers a thread) plus a 128 x 64 S tile; guess: "
          "BLOCK_N 128 with 8 warps is the other candidate"),
-    Rule("d256", lambda c: True, AttnConfig(64, 64, 4, 2),
-         "D=256: the 64 x 256 accumulator and 2 stages of 64 x 256 K and V tiles (128 KB) fill shared memory"),
+    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2),
+         "D=256: the 64 x 256 accumulator over 8 warps (4 warps spill 52 B on sm_90); 2 stages of 64 x 256 K and "
+         "V tiles (128 KB) fill shared memory"),
 )
 
 DKDV_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 128, 8, 3),
-         "dK and dV accumulators (2 x 128 x 64 fp32) over 8 warps; query tiles of 64 stream past"),
-    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 128, 8, 2),
-         "2 x 128 x 128 fp32 accumulators = 128 registers a thread over 8 warps: 2 stages of q/do tiles"),
-    Rule("d256", lambda c: True, AttnConfig(32, 64, 8, 2),
-         "D=256: 2 x 64 x 256 fp32 accumulators; query tiles of 32 keep shared memory within 228 KB"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 64, 4, 3),
+         "dK and dV accumulators (2 x 64 x 64 fp32) over 4 warps; 64 x 128 over 8 warps spilled 28 B on sm_90"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 64, 8, 2),
+         "2 x 64 x 128 fp32 accumulators over 8 warps (key tiles of 128 spilled 64 B on sm_90); 2 stages"),
+    Rule("d256", lambda c: True, AttnConfig(64, 32, 8, 2),
+         "D=256: 2 x 32 x 256 fp32 accumulators over 8 warps (64 x 256 spilled 196 B on sm_90)"),
 )
 
 DQ_RULES: tuple[Rule, ...] = (
