@@ -1,0 +1,96 @@
+"""Tuning driver for the attention launch rules (ridgeline/ops/attention/rules.py), for the H200.
+
+Times candidate tiles per shape with triton.testing.do_bench (median, cold L2 between calls) for the forward and
+for each backward kernel (dK/dV and dQ, the other kernel at its rule's config), prints the best config per shape
+last and writes every measurement to JSON. A config that fails to compile or run (out of shared memory, too many
+registers) is recorded with its error and skipped.
+
+  python3 scripts/device/tune_attention.py OUT.json [--budget-s 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from ridgeline.ops.attention.launch import _backward, _forward  # noqa: E402
+from ridgeline.ops.attention.rules import AttnConfig, config_for  # noqa: E402
+from ridgeline.ops.attention.spec import visible_pairs  # noqa: E402
+
+# (B, S, Hq, Hkv, D, causal)
+SHAPES = [(4, 4096, 32, 8, 128, False), (4, 4096, 32, 8, 128, True), (4, 4096, 32, 32, 64, True),
+          (4, 4096, 16, 16, 256, True)]
+FWD = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 8, 4),
+                                                  (128, 128, 8, 2), (64, 64, 4, 3), (64, 64, 8, 2), (128, 32, 8, 3)]]
+DKDV = [AttnConfig(m, n, w, s) for m, n, w, s in [(64, 128, 8, 2), (64, 64, 8, 2), (64, 64, 4, 3), (64, 32, 8, 2),
+                                                   (32, 64, 4, 3), (128, 64, 8, 2), (32, 128, 8, 2)]]
+DQ = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2),
+                                                 (128, 64, 8, 3), (64, 64, 8, 2)]]
+
+
+def _call(fn, *args):
+    return lambda: fn(*args)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--budget-s", type=float, default=60.0)
+    args = ap.parse_args()
+    t_end = time.time() + args.budget_s
+    records, best = [], []
+    for b, s, hq, hkv, d, causal in SHAPES:
+        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+        right = 0 if causal else -1
+        sc = d ** -0.5
+        flops = 4 * b * hq * d * visible_pairs(s, s, -1, right)
+        out, lse = _forward(q, k, v, None, None, s, s, sc, -1, right)
+        dout = torch.randn_like(out)
+        label = f"B{b} S{s} H{hq}/{hkv} D{d}{' causal' if causal else ''}"
+        default_kv, default_q = config_for("dkdv", d, causal, False), config_for("dq", d, causal, False)
+        fwd_args = (q, k, v, None, None, s, s, sc, -1, right, False)
+        bwd_args = (q, k, v, out, dout, lse, None, None, None, s, s, sc, -1, right)
+        jobs = [("fwd", c, _call(_forward, *fwd_args, c)) for c in FWD]
+        jobs += [("dkdv", c, _call(_backward, *bwd_args, (c, default_q))) for c in DKDV]
+        jobs += [("dq", c, _call(_backward, *bwd_args, (default_kv, c))) for c in DQ]
+        per: dict[str, tuple[float, str]] = {}
+        for kernel, cfg, fn in jobs:
+            rec = {"shape": label, "kernel": kernel, "config": cfg.describe()}
+            if time.time() > t_end:
+                rec["skipped"] = "budget"
+                records.append(rec)
+                continue
+            try:
+                ms = triton.testing.do_bench(fn, warmup=5, rep=40)
+                work = flops * (2.5 if kernel != "fwd" else 1.0)
+                rec.update(ms=ms, tflops=work / ms / 1e9)
+                if kernel not in per or ms < per[kernel][0]:
+                    per[kernel] = (ms, cfg.describe())
+            except Exception as e:  # a config the GPU refuses is a result, not a crash
+                rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+                torch.cuda.synchronize()
+            records.append(rec)
+            print(json.dumps(rec), flush=True)
+        for kernel, (ms, desc) in per.items():
+            best.append((label, kernel, ms, desc))
+        del q, k, v, out, lse, dout
+        torch.cuda.empty_cache()
+    args.out.write_text(json.dumps({"records": records, "best": best}, indent=1))
+    print("\nbest config per shape (backward kernels timed as the whole backward; TFLOP/s with the 2.5x count)")
+    for label, kernel, ms, desc in best:
+        print(f"{label:32s} {kernel:5s} {ms:8.3f} ms  {desc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""Attention's profile hook (found by ridgeline.profile.hooks: the `profile` module of the spec's package).
+
+- `meta_inputs`: the spec's inputs on the meta device, so `ridgeline profile` records the launches of any size
+  (B4 S4096 H32 D128 included) without memory or a GPU;
+- `gpu_rules`: while active, the launch rules and the launches pick what a CUDA GPU would (the GPU tiles, bf16/fp16
+  tiles straight into tl.dot), even under Triton's CPU interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.ops.attention.spec import _dims, _window, varlen_lengths
+
+PACKAGE = __name__.rpartition(".")[0]
+
+
+def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
+    b, sq, sk, hq, hkv, d, packed = _dims(case.shape)
+
+    def t(*size: int) -> torch.Tensor:
+        if "bhsd" in case.variant and not packed:
+            return torch.empty((size[0], size[2], size[1], size[3]), dtype=case.dtype, device="meta").transpose(1, 2)
+        return torch.empty(size, dtype=case.dtype, device="meta")
+
+    if packed:
+        n = case.shape[0]
+        q, k, v = t(n, hq, d), t(n, hkv, d), t(n, hkv, d)
+        cu = torch.empty((b + 1,), dtype=torch.int32, device="meta")
+        max_seqlen = max(varlen_lengths(n))
+        lse = torch.empty((hq, n), dtype=torch.float32, device="meta")
+    else:
+        q, k, v = t(b, sq, hq, d), t(b, sk, hkv, d), t(b, sk, hkv, d)
+        cu, max_seqlen = None, None
+        lse = torch.empty((b, hq, sq), dtype=torch.float32, device="meta")
+    inputs: Inputs = {"q": q, "k": k, "v": v, "causal": "causal" in case.variant,
+                      "window": _window(case.variant, sk), "cu_seqlens": cu, "max_seqlen": max_seqlen}
+    if spec.name == "attention_bwd":
+        inputs.update(out=torch.empty(q.shape, dtype=case.dtype, device="meta"), lse=lse,
+                      dout=torch.empty(q.shape, dtype=case.dtype, device="meta"))
+    return inputs
+
+
+def _modules() -> list[Any]:
+    return [m for name, m in sorted(sys.modules.items()) if m is not None and name.startswith(PACKAGE + ".")
+            and not name.startswith(PACKAGE + ".peers")]
+
+
+@contextlib.contextmanager
+def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
+    values = {"_INTERPRETED": False, "require_runnable_device": lambda *a, **k: None}
+    old = []
+    try:
+        for module in _modules():
+            for k, v in values.items():
+                if k in vars(module):
+                    old.append((module, k, vars(module)[k]))
+                    setattr(module, k, v)
+        yield
+    finally:
+        for module, k, v in reversed(old):
+            setattr(module, k, v)

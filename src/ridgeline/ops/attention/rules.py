@@ -1,0 +1,104 @@
+"""Launch rules of the attention kernels (kernel.py): an ordered table of data per kernel, first match wins.
+
+A call is a `Case` (kernel, head dim D, whether a mask bounds the key range, the CPU interpreter or not). The
+config is the tile (BLOCK_M query rows x BLOCK_N keys), warps and pipeline stages. Nothing here depends on the
+batch, the sequence lengths or the heads: a row's result never depends on what else is in the call (batch
+invariance), and the grid is always (tiles of the longest sequence, batch x heads).
+
+Where the numbers come from: none is measured on the H200 yet. They are the tiles that FlashAttention-2-style
+Triton kernels commonly use on Hopper (128 x 64..128 with 4-8 warps forward; the backward holds two fp32
+accumulators, so its key tiles are smaller), kept within sm_90's 228 KB of shared memory per SM and 255 registers
+a thread (checked with `ridgeline profile attention` on CPU, see the package report). What the tuning driver
+(scripts/device/tune_attention.py) must settle: BLOCK_N 64 vs 128 and 4 vs 8 warps at D=128 forward, the
+stages (2-4), D=256's tile (64 x 64 vs 128 x 64), and the backward's (BLOCK_M, BLOCK_N) for dK/dV and dQ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ridgeline.lib.launch import interpreter_enabled
+
+
+@dataclass(frozen=True)
+class AttnConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def describe(self) -> str:
+        return f"BLOCK_M={self.block_m} BLOCK_N={self.block_n} warps={self.num_warps} stages={self.num_stages}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """What the rules may look at. kernel: 'fwd', 'dkdv' or 'dq'."""
+
+    kernel: str
+    head_dim: int
+    masked: bool = False  # causal or a window: the key range is bounded
+    interpreted: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    when: Callable[[Case], bool]
+    config: AttnConfig
+    why: str
+
+
+# Interpreter: the smallest tiles tl.dot takes (16), so CPU tests run few-element programs quickly.
+_CPU = AttnConfig(16, 16, 4, 1)
+
+FWD_RULES: tuple[Rule, ...] = (
+    Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter: 16 x 16 tiles cost the least"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 4, 3),
+         "small D: the S tile dominates registers; 4 warps over 128 rows, 3 stages of K/V in shared memory"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 3),
+         "128 x 128 fp32 accumulator over 8 warps (64 registers a thread) plus a 128 x 64 S tile; guess: "
+         "BLOCK_N 128 with 8 warps is the other candidate"),
+    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2),
+         "D=256: the 64 x 256 accumulator over 8 warps (4 warps spill 52 B on sm_90); 2 stages of 64 x 256 K and "
+         "V tiles (128 KB) fill shared memory"),
+)
+
+DKDV_RULES: tuple[Rule, ...] = (
+    Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 128, 8, 3),
+         "dK and dV accumulators (2 x 128 x 64 fp32) over 8 warps; the least spill on sm_90 of those compiled "
+         "(28 B; 64 x 64 over 4 warps: 312 B)"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 128, 8, 2),
+         "2 x 128 x 128 fp32 accumulators over 8 warps: spills 64 B on sm_90 (64 x 64: 124 B); open"),
+    Rule("d256", lambda c: True, AttnConfig(32, 64, 8, 2),
+         "D=256: 2 x 64 x 256 fp32 accumulators: spills 196 B on sm_90 but stays on wgmma (32-key tiles fall "
+         "back to mma.sync); open"),
+)
+
+DQ_RULES: tuple[Rule, ...] = (
+    Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3), "one fp32 accumulator (dQ)"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 2),
+         "128 x 128 dQ accumulator plus q and do tiles held in registers over 8 warps"),
+    Rule("d256", lambda c: True, AttnConfig(64, 32, 8, 2), "D=256: small key tiles (k and v both stream)"),
+)
+
+_INTERPRETED = interpreter_enabled()
+RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}
+# The delta preprocess (rowsum(out * dout)) is memory-bound: rows per program, warps.
+DELTA_BLOCK_M = {True: 16, False: 64}
+DELTA_WARPS = 4
+
+
+def rule_for(case: Case) -> Rule:
+    for rule in RULES[case.kernel]:
+        if rule.when(case):
+            return rule
+    raise AssertionError(f"no attention rule matches {case}")  # the last rule of each table matches everything
+
+
+def config_for(kernel: str, head_dim: int, masked: bool = False, interpreted: bool | None = None) -> AttnConfig:
+    """The config of one kernel; `interpreted` defaults to whether Triton interprets (read at import)."""
+    return rule_for(Case(kernel, head_dim, masked, _INTERPRETED if interpreted is None else interpreted)).config

@@ -1,0 +1,219 @@
+"""Our attention kernels (forward and backward) against float64 on the CPU interpreter: dtypes, head dims, GQA,
+causal (bottom-right for S_q != S_k), windows, packed batches with empty and length-1 sequences, [B, H, S, D]
+views, rows that see no key, bad input, autograd, torch.compile, and the harness's check."""
+
+import math
+
+import pytest
+import torch
+
+import ridgeline
+from conftest import DEVICE
+from ridgeline.core.spec import Case
+from ridgeline.ops.attention.launch import attention, attention_backward, resolve_window
+from ridgeline.ops.attention.spec import EPS, reference_attention, varlen_lengths, visible_pairs
+
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def rand(*shape, dtype=torch.float16):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+def qkv(b, sq, sk, hq, hkv, d, dtype):
+    return rand(b, sq, hq, d, dtype=dtype), rand(b, sk, hkv, d, dtype=dtype), rand(b, sk, hkv, d, dtype=dtype)
+
+
+def ref(q, k, v, causal=False, window=None, cu=None, dout=None):
+    inputs = {"q": q, "k": k, "v": v, "causal": causal, "window": window, "cu_seqlens": cu}
+    return reference_attention(inputs, dout)
+
+
+def close(out, expect, dtype, scale=2.0):
+    eps = EPS[dtype]
+    assert out.dtype == dtype and out.shape == expect.shape
+    torch.testing.assert_close(out.double(), expect, atol=scale * eps, rtol=scale * eps)
+
+
+CASES = [  # b, sq, sk, hq, hkv, d, causal, window
+    (2, 37, 37, 4, 2, 32, False, None),
+    (1, 40, 23, 2, 1, 16, True, None),   # S_q > S_k causal: the top rows see no key
+    (1, 23, 40, 2, 2, 16, True, None),
+    (1, 50, 50, 2, 1, 16, False, (7, 3)),
+    (1, 33, 33, 1, 1, 64, False, 5),
+    (1, 1, 1, 2, 2, 16, True, None),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_forward_and_backward_match_fp64(dtype, case):
+    b, sq, sk, hq, hkv, d, causal, window = case
+    q, k, v = qkv(b, sq, sk, hq, hkv, d, dtype)
+    out, lse = attention(q, k, v, causal=causal, window=window, return_lse=True)
+    dout = rand(*out.shape, dtype=dtype)
+    r_out, r_lse, grads = ref(q, k, v, causal, window, dout=dout)
+    close(out, r_out, dtype)
+    seen = torch.isfinite(r_lse)
+    torch.testing.assert_close(lse.double()[seen], r_lse[seen], atol=1e-4, rtol=1e-5)
+    assert (lse[~seen] == float("-inf")).all() and (out.transpose(1, 2)[~seen] == 0).all()
+    for got, want in zip(attention_backward(q, k, v, out, dout, lse, causal=causal, window=window), grads):
+        close(got, want, dtype, scale=4.0)
+
+
+def test_causal_is_bottom_right_and_windows_resolve():
+    assert resolve_window(False, None) == (-1, -1)
+    assert resolve_window(True, None) == (-1, 0)
+    assert resolve_window(False, 4) == (3, 0)
+    assert resolve_window(True, (5, 2)) == (5, 0)
+    # S_q = 2 queries against 4 keys, causal: the last query sees all 4 keys, the first 3.
+    assert visible_pairs(2, 4, -1, 0) == 7
+    assert visible_pairs(4, 4, -1, 0) == 10 and visible_pairs(4, 2, -1, 0) == 3
+    q, k, v = qkv(1, 2, 4, 1, 1, 16, torch.float16)
+    out = attention(q, k, v, causal=True)
+    close(out, ref(q, k, v, True)[0], torch.float16)
+    # ... and its last row equals the unmasked attention of that row
+    close(out[:, 1:], ref(q[:, 1:], k, v, False)[0], torch.float16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_packed_batches_with_empty_and_single_token_sequences(dtype, causal):
+    total = 40
+    lens = varlen_lengths(total)
+    assert 0 in lens and 1 in lens
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    q, k, v = rand(total, 4, 16, dtype=dtype), rand(total, 2, 16, dtype=dtype), rand(total, 2, 16, dtype=dtype)
+    out, lse = attention(q, k, v, causal=causal, cu_seqlens=cu, max_seqlen=max(lens), return_lse=True)
+    dout = rand(*out.shape, dtype=dtype)
+    r_out, r_lse, grads = ref(q, k, v, causal, None, cu, dout)
+    close(out, r_out, dtype)
+    torch.testing.assert_close(lse.double(), r_lse, atol=1e-4, rtol=1e-5)
+    for got, want in zip(attention_backward(q, k, v, out, dout, lse, causal=causal, cu_seqlens=cu), grads):
+        close(got, want, dtype, scale=4.0)
+    # A sequence alone gives the same bits as inside the pack (batch invariance across a packed batch).
+    s0 = slice(0, lens[0])
+    alone = attention(q[s0], k[s0], v[s0], causal=causal, cu_seqlens=cu[:2], max_seqlen=lens[0])
+    assert torch.equal(alone, out[s0])
+
+
+def test_bhsd_views_are_read_in_place_and_gqa_needs_no_copies():
+    q4, k4, v4 = rand(2, 4, 19, 32), rand(2, 1, 19, 32), rand(2, 1, 19, 32)  # [B, H, S, D] storage (MQA)
+    q, k, v = q4.transpose(1, 2), k4.transpose(1, 2), v4.transpose(1, 2)
+    out = attention(q, k, v, causal=True)
+    close(out, ref(q, k, v, True)[0], torch.float16)
+    assert out.is_contiguous() and out.shape == q.shape
+
+
+def test_repeated_calls_agree_bitwise_and_a_batch_row_alone_too():
+    q, k, v = qkv(3, 29, 29, 2, 1, 32, torch.float16)
+    out, lse = attention(q, k, v, causal=True, return_lse=True)
+    assert torch.equal(out, attention(q, k, v, causal=True))
+    assert torch.equal(out[1:2], attention(q[1:2], k[1:2], v[1:2], causal=True))
+    dout = rand(*out.shape)
+    g1 = attention_backward(q, k, v, out, dout, lse, causal=True)
+    g2 = attention_backward(q, k, v, out, dout, lse, causal=True)
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+
+
+def test_empty_inputs_launch_nothing():
+    q, k, v = qkv(0, 8, 8, 2, 2, 16, torch.float16)
+    assert attention(q, k, v).shape == q.shape
+    q, k, v = qkv(1, 0, 8, 2, 2, 16, torch.float16)
+    out, lse = attention(q, k, v, return_lse=True)
+    assert out.shape == q.shape and lse.shape == (1, 2, 0)
+    dq, dk, dv = attention_backward(q, k, v, out, out, lse)
+    assert dq.shape == q.shape and (dk == 0).all() and (dv == 0).all()
+    q, k, v = qkv(1, 3, 0, 2, 2, 16, torch.float16)  # no keys: zeros and -inf
+    out, lse = attention(q, k, v, return_lse=True)
+    assert (out == 0).all() and (lse == float("-inf")).all()
+
+
+def test_scale_is_folded_in():
+    q, k, v = qkv(1, 17, 17, 1, 1, 16, torch.float16)
+    inputs = {"q": q, "k": k, "v": v, "causal": False, "window": None, "cu_seqlens": None}
+    close(attention(q, k, v, scale=0.3), reference_attention(inputs, scale=0.3)[0], torch.float16)
+
+
+BAD = [
+    (lambda q, k, v: attention(q.float(), k, v), TypeError, "q: expected dtype float16 or bfloat16, got float32"),
+    (lambda q, k, v: attention(q, k.bfloat16(), v), TypeError, "k: expected dtype float16 (same as q)"),
+    (lambda q, k, v: attention(q[0], k, v), ValueError, "q: expected 4 dims [B, S, H, D]"),
+    (lambda q, k, v: attention(q[..., :8], k[..., :8], v[..., :8]), ValueError, "q: expected a head dim in"),
+    (lambda q, k, v: attention(q, k[:, :, :1].expand(1, 8, 3, 16).contiguous(), v), ValueError,
+     "v: expected shape"),
+    (lambda q, k, v: attention(q, k[:, :, :3].repeat(1, 1, 1, 1)[:, :, :1].repeat(1, 1, 3, 1),
+                               v[:, :, :1].repeat(1, 1, 3, 1)), ValueError, "k: expected a head count that divides"),
+    (lambda q, k, v: attention(q, k, v, window=0), ValueError, "window: expected an int >= 1"),
+    (lambda q, k, v: attention(q, k, v, window=(1, -2)), ValueError, "window: expected (left, right) ints >= -1"),
+    (lambda q, k, v: attention(q, k, v, window="x"), TypeError, "window: expected None, an int or a"),
+    (lambda q, k, v: attention(q, k, v, scale=-1.0), ValueError, "scale: expected a finite float > 0"),
+    (lambda q, k, v: attention(q, k, v, causal=1), TypeError, "causal: expected a bool"),
+    (lambda q, k, v: attention(q, k, v, max_seqlen=4), ValueError, "max_seqlen: only meaningful with cu_seqlens"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 8])), TypeError,
+     "cu_seqlens: expected dtype int32"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.zeros(2, 2, dtype=torch.int32)), ValueError,
+     "cu_seqlens: expected a 1-dim [B + 1] tensor"),
+    (lambda q, k, v: attention_backward(q, k, v, q, q, torch.zeros(1, 4, 9)), ValueError,
+     "lse: expected a float32 tensor of shape (1, 4, 8)"),
+    (lambda q, k, v: attention_backward(q, k, v, q[:, :4], q, torch.zeros(1, 4, 8)), ValueError,
+     "out: expected shape"),
+]
+
+
+@pytest.mark.parametrize("bad", range(len(BAD)))
+def test_bad_input_names_the_argument(bad):
+    fn, error, message = BAD[bad]
+    q, k, v = rand(1, 8, 4, 16), rand(1, 8, 2, 16), rand(1, 8, 2, 16)
+    with pytest.raises(error) as e:
+        fn(q, k, v)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_autograd_through_the_custom_op_matches_fp64_autograd(causal):
+    q, k, v = qkv(1, 21, 21, 4, 2, 16, torch.float16)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out, lse = attention(*leaves, causal=causal, return_lse=True)
+    dout = rand(*out.shape)
+    (out.float() * dout.float()).sum().add(lse.sum() * 0.5).backward()
+    dl = [t.double().requires_grad_() for t in (q, k, v)]
+    r_out, r_lse, _ = ref(*dl, causal)
+    (r_out * dout.double()).sum().add(r_lse.sum() * 0.5).backward()
+    for got, want in zip(leaves, dl):
+        close(got.grad, want.grad, torch.float16, scale=4.0)
+
+
+def test_torch_compile_fullgraph():
+    q, k, v = qkv(1, 18, 18, 2, 1, 16, torch.float16)
+
+    @torch.compile(fullgraph=True, dynamic=False)
+    def f(q, k, v):
+        return attention(q, k, v, causal=True) * 2
+
+    close(f(q, k, v), 2 * ref(q, k, v, True)[0], torch.float16, scale=4.0)
+
+
+def test_cost_counts_visible_pairs_exactly():
+    from ridgeline.core.registry import get_spec
+
+    spec = get_spec("attention")
+    dense = spec.cost((4, 4096, 32, 8, 128), torch.bfloat16)
+    assert dense.flops == 4 * 4 * 32 * 4096 * 4096 * 128 and dense.unit == "bf16"
+    assert dense.bytes == 2 * (4 * 4096 * 32 * 128 * 2) + 2 * (4 * 4096 * 8 * 128 * 2)
+    causal = spec.cost((4, 4096, 32, 8, 128), torch.bfloat16, "causal")
+    assert causal.flops == 4 * 4 * 32 * 128 * (4096 * 4097 // 2)
+    bwd = get_spec("attention_bwd").cost((4, 4096, 32, 8, 128), torch.bfloat16, "causal")
+    assert bwd.flops * 2 == causal.flops * 5
+    assert spec.cost((1, 64, 1, 1, 64), torch.float16, "window").flops == 4 * 64 * visible_pairs(64, 64, 15, 0)
+    assert math.isclose(spec.cost((40, 4, 2, 16), torch.float16).flops,
+                        4 * 4 * 16 * sum(n * n for n in varlen_lengths(40)))
+
+
+def test_harness_check_passes_on_cpu_cases():
+    spec_cases = [Case((2, 37, 4, 2, 32), torch.float16, "causal"), Case((50, 2, 1, 16), torch.bfloat16, "window"),
+                  Case((1, 23, 40, 2, 2, 16), torch.float16, "bhsd")]
+    for op in ("attention", "attention_bwd"):
+        report = ridgeline.check(op, impls="ridgeline", cases=spec_cases, device=DEVICE)
+        results = report.results if hasattr(report, "results") else report
+        assert results and all(r.passed for r in results), [r.reasons for r in results]
