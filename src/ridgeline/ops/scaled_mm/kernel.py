@@ -33,14 +33,18 @@ _EMULATE_ROUND = tl.constexpr(_INTERPRETED)
 def _to_e4m3(q, dtype: tl.constexpr, EMULATE: tl.constexpr):
     # q is already clamped to +-448. The GPU converts with cvt.rn.satfinite (round to nearest even). Triton's CPU
     # interpreter does not carry a rounded-up mantissa into the exponent (125.7 -> 64, not 128): there (EMULATE)
-    # q is first rounded onto the e4m3 grid in fp32 (ulp 2^(e-3), subnormal ulp 2^-9; adding and subtracting
+    # |q| is first rounded onto the e4m3 grid in fp32 (ulp 2^(e-3), subnormal ulp 2^-9; adding and subtracting
     # 1.5 * 2^23 ulps rounds to nearest even), so the conversion is exact.
     if EMULATE:
         e = ((q.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
         e = tl.maximum(e, -6)
         ulp = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)
         big = ulp * 12582912.0
-        q = (q + big) - big
+        neg = q.to(tl.int32, bitcast=True) < 0
+        q8 = ((tl.abs(q) + big) - big).to(dtype)
+        # (its conversion also drops the sign of zero: the sign bit is set on the 8-bit pattern)
+        bits = q8.to(tl.uint8, bitcast=True) | tl.where(neg, 128, 0).to(tl.uint8)
+        return bits.to(dtype, bitcast=True)
     return q.to(dtype)
 
 
@@ -175,5 +179,6 @@ def _quant_per_group_kernel(
         amax = tl.max(tl.abs(x), axis=1)
         scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
         q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale[:, None]), -448.0), 448.0)
-        tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
+        q8 = _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND)
+        tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], q8, mask=mask)
         tl.store(s_ptr + offs_m64 * stride_sm + group * stride_sg, scale, mask=m_mask & (group * GROUP < K))

@@ -101,8 +101,8 @@ def _scale_strides(s: torch.Tensor, mode: str, a_side: bool) -> tuple[int, int]:
 
 def _tma_ok(t: torch.Tensor) -> bool:
     """TMA needs K-contiguous rows at a 16-byte aligned stride from a 16-byte aligned base (1-byte elements)."""
-    return (t.stride(1) == 1 and t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 and t.stride(0) >= t.shape[1]
-            and t.shape[0] > 0)
+    return (t.stride(1) == 1 and t.stride(0) % 16 == 0 and t.stride(0) >= t.shape[1] and t.shape[0] > 0
+            and (t.device.type == "meta" or t.data_ptr() % 16 == 0))
 
 
 _ALLOCATOR_SET = False
@@ -159,11 +159,13 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
         return y
     if k == 0:  # an empty sum: y is the bias (or zeros)
         return y.copy_(bias.expand(m, n)) if bias is not None else y.zero_()
+    tma_layout = _tma_ok(a) and _tma_ok(b)
     if cfg is None:
-        cfg = config_for(m, n, k, mode, multiprocessor_count(a.device))
+        aligned = all(st % 16 == 0 or st == 1 for st in (*a.stride(), *b.stride()))
+        cfg = config_for(m, n, k, mode, multiprocessor_count(a.device), tma=tma_layout, aligned=aligned)
     if mode == "block" and (cfg.block_k > BLOCK_SCALE or BLOCK_SCALE % cfg.block_k):
         raise ValueError(f"cfg: {cfg.describe()}: block scales need BLOCK_K dividing {BLOCK_SCALE}")
-    use_tma = cfg.use_tma and not _INTERPRETED and _tma_ok(a) and _tma_ok(b)
+    use_tma = cfg.use_tma and not _INTERPRETED and tma_layout
     if use_tma:
         _ensure_allocator()
     tiles = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n)

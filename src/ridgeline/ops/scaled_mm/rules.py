@@ -67,6 +67,8 @@ class Call:
     mode: str
     sms: int = 132
     interpreted: bool = False
+    tma: bool = True  # both operands TMA-addressable (K-contiguous rows, 16-byte aligned strides and bases)
+    aligned: bool = True  # every operand stride a multiple of 16 bytes (else byte-wide loads)
 
 
 @dataclass(frozen=True)
@@ -78,18 +80,22 @@ class Rule:
     max_m: int | None = None
     modes: tuple[str, ...] | None = None
     interpreted: bool | None = None
+    tma: bool | None = None
+    aligned: bool | None = None
     adjust: Callable[[TileConfig, Call], TileConfig] | None = None
 
     def matches(self, c: Call) -> bool:
         return ((self.max_m is None or c.m <= self.max_m) and (self.modes is None or c.mode in self.modes)
-                and (self.interpreted is None or c.interpreted == self.interpreted))
+                and (self.interpreted is None or c.interpreted == self.interpreted)
+                and (self.tma is None or c.tma == self.tma)
+                and (self.aligned is None or c.aligned == self.aligned))
 
 
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
-    """Weight-bound calls: narrow the N tile (down to 32) until the tiles cover the SMs, so every SM streams
-    its share of the weight."""
-    bn = cfg.block_n
-    while bn > 32 and -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
+    """Narrow the N tile (down to 32, or 64 for 128-row tiles) until the tiles cover the SMs: at small M every SM
+    must stream its share of the weight."""
+    bn, floor = cfg.block_n, 32 if cfg.block_m <= 64 else 64
+    while bn > floor and -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
         bn //= 2
     return replace(cfg, block_n=bn)
 
@@ -99,20 +105,28 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
 GEMM_RULES: tuple[Rule, ...] = (
     Rule(TileConfig(32, 32, 32, 1, 4, 1, use_tma=False), "CPU interpreter: small tiles, few program instances",
          interpreted=True),
+    Rule(TileConfig(64, 64, 32, 8, 4, 2, use_tma=False), "unaligned strides (K % 16 != 0): byte-wide loads; "
+         "small tiles, 2 stages (64x128x64 x3 stages spilled ~1-2 KB a thread on sm_90)", aligned=False,
+         adjust=fill_the_gpu),
+    # (sm_90 compile check: 128x128 over 8 warps on this path spilled 2.7 KB a thread at K = 4100; 64x128 fits.)
+    Rule(TileConfig(64, 128, 64, 8, 4, 3, use_tma=False), "pointer loads (odd K, N-major b, unaligned rows): "
+         "small tiles keep the masked, narrow loads in registers", tma=False, adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "decode: weight-bound; one 64-row wgmma tile, deep pipeline",
          max_m=64, adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "block scales, M > 64: 128x128 keeps partial + accumulator in "
-         "registers", modes=("block",)),
-    Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages", max_m=256),
+         "registers", modes=("block",), adjust=fill_the_gpu),
+    Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
+         "are covered", max_m=256, adjust=fill_the_gpu),
     Rule(TileConfig(128, 256, 128, 8, 8, 3), "large M: 128x256 tiles (compute-bound), 3 stages fit 144 KB"),
 )
 
 
-def config_for(m: int, n: int, k: int, mode: str, sms: int = 132, interpreted: bool | None = None) -> TileConfig:
+def config_for(m: int, n: int, k: int, mode: str, sms: int = 132, interpreted: bool | None = None,
+               tma: bool = True, aligned: bool = True) -> TileConfig:
     """The first rule that matches the call."""
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-    call = Call(m, n, k, mode, sms, _INTERPRETED if interpreted is None else interpreted)
+    call = Call(m, n, k, mode, sms, _INTERPRETED if interpreted is None else interpreted, tma, aligned)
     for rule in GEMM_RULES:
         if rule.matches(call):
             return rule.adjust(rule.then, call) if rule.adjust else rule.then

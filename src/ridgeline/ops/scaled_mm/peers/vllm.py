@@ -61,7 +61,8 @@ def _per_group() -> Callable[..., Any]:
     return lambda x, group: tuple(fn(x, group))
 
 
-register_impl("scaled_mm", "vllm", "peer", _mm, description="vLLM CUTLASS FP8 GEMM (vllm._custom_ops.cutlass_scaled_mm)")
+register_impl("scaled_mm", "vllm", "peer", _mm,
+              description="vLLM CUTLASS FP8 GEMM (vllm._custom_ops.cutlass_scaled_mm)")
 register_impl("quantize_fp8_per_token", "vllm", "peer", _per_token,
               description="vLLM dynamic per-token FP8 quantization (scaled_fp8_quant)")
 register_impl("quantize_fp8_per_group", "vllm", "peer", _per_group,
