@@ -1,0 +1,184 @@
+"""Triton kernels of the FP8 scaled GEMM and of the activation quantizers that feed it.
+
+`_scaled_mm_kernel`: y[m, n] = sum_k a[m, k] * b[n, k] with the scales of one of three modes (constexpr SCALE):
+- SCALE_TENSOR: y = acc * scale_a * scale_b (two scalars), once in the epilogue;
+- SCALE_ROW:    y = acc * scale_a[m] * scale_b[n] in the epilogue;
+- SCALE_BLOCK:  DeepSeek-V3's block scales: each K step of 128 (one scale group) is a fresh fp32 partial product,
+                multiplied by scale_a[m, kb] * scale_b[n // 128, kb] and added to the fp32 accumulator (what
+                DeepSeek's kernels do: the scales differ per K block, so they cannot wait for the epilogue).
+Persistent: a grid of at most NUM_SMS programs walks the output tiles in grouped order (GROUP_M row tiles share
+the B columns they read, so B stays in L2). Operands come through TMA tensor descriptors made on the device
+(USE_TMA: K-contiguous rows at 16-byte aligned strides) or through masked pointer loads (any strides, odd K);
+both feed wgmma through `tl.dot`, pipelined by num_stages. Offsets are 64-bit on the pointer path.
+The quantizers compute in fp32 and round once to e4m3 (round to nearest even, saturated to +-448).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ridgeline.lib.launch import interpreter_enabled
+
+_INTERPRETED = interpreter_enabled()
+
+SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK = 0, 1, 2
+SCALE_NAMES = {SCALE_TENSOR: "tensor", SCALE_ROW: "row", SCALE_BLOCK: "block"}
+BLOCK_SCALE = 128  # DeepSeek-V3: 1x128 activation groups, 128x128 weight blocks
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+_EMULATE_ROUND = tl.constexpr(_INTERPRETED)
+
+
+@triton.jit
+def _to_e4m3(q, dtype: tl.constexpr, EMULATE: tl.constexpr):
+    # q is already clamped to +-448. The GPU converts with cvt.rn.satfinite (round to nearest even). Triton's CPU
+    # interpreter does not carry a rounded-up mantissa into the exponent (125.7 -> 64, not 128): there (EMULATE)
+    # |q| is first rounded onto the e4m3 grid in fp32 (ulp 2^(e-3), subnormal ulp 2^-9; adding and subtracting
+    # 1.5 * 2^23 ulps rounds to nearest even), so the conversion is exact.
+    if EMULATE:
+        e = ((q.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+        e = tl.maximum(e, -6)
+        ulp = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)
+        big = ulp * 12582912.0
+        neg = q.to(tl.int32, bitcast=True) < 0
+        q8 = ((tl.abs(q) + big) - big).to(dtype)
+        # (its conversion also drops the sign of zero: the sign bit is set on the 8-bit pattern)
+        bits = q8.to(tl.uint8, bitcast=True) | tl.where(neg, 128, 0).to(tl.uint8)
+        return bits.to(dtype, bitcast=True)
+    return q.to(dtype)
+
+
+@triton.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Grouped order: GROUP_M row tiles walk the columns together, so the B tiles they share stay in L2.
+    in_group = GROUP_M * num_pid_n
+    group = tile // in_group
+    first_m = group * GROUP_M
+    size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % size_m
+    pid_n = (tile % in_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _scaled_mm_kernel(
+    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, bias_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+    stride_sam, stride_sak, stride_sbn, stride_sbk,
+    SCALE: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if USE_TMA:
+        # Out-of-bounds rows and K columns read as zeros: no masks in the main loop.
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_K])
+    if SCALE == 0:
+        s_all = tl.load(sa_ptr).to(tl.float32) * tl.load(sb_ptr).to(tl.float32)
+    for tile in range(pid, num_tiles, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        m_mask = offs_m < M
+        n_mask = offs_n < N
+        offs_m64 = offs_m.to(tl.int64)
+        offs_n64 = offs_n.to(tl.int64)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in tl.range(0, k_tiles, num_stages=NUM_STAGES):
+            k0 = ki * BLOCK_K
+            if USE_TMA:
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                b = b_desc.load([pid_n * BLOCK_N, k0])
+            else:
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                k_mask = offs_k < K
+                a = tl.load(a_ptr + offs_m64[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                            mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+                b = tl.load(b_ptr + offs_n64[:, None] * stride_bn + offs_k[None, :] * stride_bk,
+                            mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+            if SCALE == 2:
+                kb = k0 // 128  # BLOCK_K divides 128: one scale group per step
+                sa = tl.load(sa_ptr + offs_m64 * stride_sam + kb * stride_sak, mask=m_mask, other=0.0)
+                sb = tl.load(sb_ptr + (offs_n64 // 128) * stride_sbn + kb * stride_sbk, mask=n_mask, other=0.0)
+                acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
+            else:
+                acc = tl.dot(a, b.T, acc)
+        if SCALE == 0:
+            acc = acc * s_all
+        elif SCALE == 1:
+            sa = tl.load(sa_ptr + offs_m64 * stride_sam, mask=m_mask, other=0.0)
+            sb = tl.load(sb_ptr + offs_n64 * stride_sbn, mask=n_mask, other=0.0)
+            acc = acc * sa[:, None] * sb[None, :]
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + offs_n64, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+        c_ptrs = c_ptr + offs_m64[:, None] * stride_cm + offs_n64[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+@triton.jit
+def _quant_per_token_kernel(
+    x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_xk, stride_qm,
+    BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr, NUM_SMS: tl.constexpr,
+):
+    # One row at a time (persistent over rows); ONE_PASS: the whole row in registers, else two passes over the
+    # row in BLOCK_K chunks (the second read mostly from L2).
+    for row in range(tl.program_id(0), M, NUM_SMS):
+        x_row = x_ptr + tl.cast(row, tl.int64) * stride_xm
+        q_row = q_ptr + tl.cast(row, tl.int64) * stride_qm
+        if ONE_PASS:
+            offs = tl.arange(0, BLOCK_K)
+            mask = offs < K
+            x = tl.load(x_row + offs * stride_xk, mask=mask, other=0.0).to(tl.float32)
+            amax = tl.max(tl.abs(x), axis=0)
+            scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
+            q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0)
+            tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
+        else:
+            run = tl.zeros((BLOCK_K,), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                offs = k0 + tl.arange(0, BLOCK_K)
+                x = tl.load(x_row + offs * stride_xk, mask=offs < K, other=0.0).to(tl.float32)
+                run = tl.maximum(run, tl.abs(x))
+            amax = tl.max(run, axis=0)
+            scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
+            for k0 in range(0, K, BLOCK_K):
+                offs = k0 + tl.arange(0, BLOCK_K)
+                mask = offs < K
+                x = tl.load(x_row + offs * stride_xk, mask=mask, other=0.0).to(tl.float32)
+                q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0)
+                tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
+        tl.store(s_ptr + row, scale)
+
+
+@triton.jit
+def _quant_per_group_kernel(
+    x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_xk, stride_qm, stride_sm, stride_sg,
+    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, GROUPS: tl.constexpr,
+):
+    # A program quantizes BLOCK_M rows x GROUPS groups of GROUP columns: one scale per row and group.
+    chunks = tl.cdiv(tl.cdiv(K, GROUP), GROUPS)  # (a 1-D grid: the cached launcher takes one dimension)
+    pid_m = tl.program_id(0) // chunks
+    pid_g = tl.program_id(0) % chunks
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_mask = offs_m < M
+    offs_m64 = offs_m.to(tl.int64)
+    for g in tl.static_range(GROUPS):
+        group = pid_g * GROUPS + g
+        offs_k = group * GROUP + tl.arange(0, GROUP)
+        mask = m_mask[:, None] & (offs_k < K)[None, :]
+        x = tl.load(x_ptr + offs_m64[:, None] * stride_xm + offs_k[None, :] * stride_xk, mask=mask,
+                    other=0.0).to(tl.float32)
+        amax = tl.max(tl.abs(x), axis=1)
+        scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
+        q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale[:, None]), -448.0), 448.0)
+        q8 = _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND)
+        tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], q8, mask=mask)
+        tl.store(s_ptr + offs_m64 * stride_sm + group * stride_sg, scale, mask=m_mask & (group * GROUP < K))

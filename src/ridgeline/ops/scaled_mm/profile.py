@@ -1,0 +1,65 @@
+"""The profile hook of scaled_mm and the quantizers (found by ridgeline.profile.hooks):
+
+- `meta_inputs`: the spec's inputs on the meta device (shapes and strides only), so `ridgeline profile` records
+  the launch of any size without memory or a GPU (meta tensors count as 16-byte aligned: the TMA path);
+- `gpu_rules`: while active, the launch rules pick what a CUDA GPU with `sm_count` SMs would, even under Triton's
+  CPU interpreter and on meta tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.ops.scaled_mm.spec import BLOCK, FP8, STRIDE_PAD, parse_variant
+
+PACKAGE = __name__.rpartition(".")[0]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
+    def empty(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    if spec.name != "scaled_mm":
+        m, k = case.shape
+        x = empty(m, k + 13, dtype=case.dtype)[:, :k] if "strided" in case.variant else empty(m, k, dtype=case.dtype)
+        return {"x": x} if spec.name == "quantize_fp8_per_token" else {"x": x, "group": BLOCK}
+    m, n, k = case.shape
+    v = parse_variant(case.variant)
+    a = empty(m, k + STRIDE_PAD, dtype=FP8)[:, :k] if v["strided"] else empty(m, k, dtype=FP8)
+    b = empty(k, n, dtype=FP8).t() if v["nmajor"] else empty(n, k, dtype=FP8)
+    sa, sb = {"tensor": (empty(), empty()), "row": (empty(m, 1), empty(1, n)),
+              "block": (empty(m, _cdiv(k, BLOCK)), empty(_cdiv(n, BLOCK), _cdiv(k, BLOCK)))}[v["mode"]]
+    bias = empty(n, dtype=v["out_dtype"]) if v["bias"] else None
+    return {"a": a, "b": b, "scale_a": sa, "scale_b": sb, "out_dtype": v["out_dtype"], "bias": bias}
+
+
+def _modules() -> list[Any]:
+    return [m for name, m in sorted(sys.modules.items()) if m is not None and name.startswith(PACKAGE + ".")
+            and not name.startswith(PACKAGE + ".peers")]
+
+
+@contextlib.contextmanager
+def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
+    values = {"_INTERPRETED": False, "multiprocessor_count": lambda device: sm_count,
+              "require_runnable_device": lambda *a, **k: None}
+    old = []
+    try:
+        for module in _modules():
+            for key, value in values.items():
+                if key in vars(module):
+                    old.append((module, key, vars(module)[key]))
+                    setattr(module, key, value)
+        yield
+    finally:
+        for module, key, value in reversed(old):
+            setattr(module, key, value)

@@ -1,0 +1,194 @@
+"""Launch rules of the FP8 scaled GEMM and the quantizers: ordered tables of data, first match wins.
+
+GEMM tiles. Every value below is a first guess (no H200 run has timed these kernels yet): the usual Hopper FP8
+points (wgmma takes 64 rows per warpgroup, K steps of 128 bytes keep the TMA boxes 128 B wide, 3-6 stages fit the
+228 KB of shared memory) and two facts of FACTS.md: at M <= 64 the weight bytes are the whole cost (a full GPU
+needs >= 132 tiles in flight), at M >= 1024 cuBLAS' row-wise `_scaled_mm` reaches 1074-1264 TFLOP/s, so the large
+tiles must reach the tensor-core rate. `scripts/device/tune_scaled_mm.py` times `candidate_configs` per shape
+and mode on the H200 (beside torch._scaled_mm) and prints the winners, to settle the table.
+
+Batch invariance: the K loop's order is the same for every tile config with the same BLOCK_K (and one partial
+product per 128-column scale group in block mode), so a row's result does not depend on M as long as the rules
+keep BLOCK_K fixed per (N, K, mode) -- they do: BLOCK_K depends on the mode only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ridgeline.lib.launch import interpreter_enabled
+
+_INTERPRETED = interpreter_enabled()
+MODES = ("tensor", "row", "block")
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One GEMM launch: output tiles of block_m x block_n, K steps of block_k, grouped order over group_m row
+    tiles, num_warps, num_stages of the K pipeline, TMA descriptors (else pointer loads)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 4
+    use_tma: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
+            v = getattr(self, name)
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"TileConfig.{name}: expected a power of two >= 1, got {v}")
+        if self.block_k < 16:
+            raise ValueError(f"TileConfig.block_k: expected >= 16 (the smallest fp8 wgmma K step is 32), got "
+                             f"{self.block_k}")
+        if self.num_stages < 1:
+            raise ValueError(f"TileConfig.num_stages: expected >= 1, got {self.num_stages}")
+
+    def smem_bytes(self) -> int:
+        """Shared memory of the operand pipeline (1-byte operands)."""
+        return (self.block_m + self.block_n) * self.block_k * self.num_stages
+
+    def describe(self) -> str:
+        load = "tma" if self.use_tma else "ptr"
+        return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
+                f"s{self.num_stages} {load}")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a rule may look at: an M x N x K GEMM in one scale mode on a GPU with `sms` SMs."""
+
+    m: int
+    n: int
+    k: int
+    mode: str
+    sms: int = 132
+    interpreted: bool = False
+    tma: bool = True  # both operands TMA-addressable (K-contiguous rows, 16-byte aligned strides and bases)
+    aligned: bool = True  # every operand stride a multiple of 16 bytes (else byte-wide loads)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """(conditions -> config) with why. Conditions: None matches anything; max_m inclusive."""
+
+    then: TileConfig
+    why: str
+    max_m: int | None = None
+    modes: tuple[str, ...] | None = None
+    interpreted: bool | None = None
+    tma: bool | None = None
+    aligned: bool | None = None
+    adjust: Callable[[TileConfig, Call], TileConfig] | None = None
+
+    def matches(self, c: Call) -> bool:
+        return ((self.max_m is None or c.m <= self.max_m) and (self.modes is None or c.mode in self.modes)
+                and (self.interpreted is None or c.interpreted == self.interpreted)
+                and (self.tma is None or c.tma == self.tma)
+                and (self.aligned is None or c.aligned == self.aligned))
+
+
+def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
+    """Narrow the N tile (down to 32, or 64 for 128-row tiles) until the tiles cover the SMs: at small M every SM
+    must stream its share of the weight."""
+    bn, floor = cfg.block_n, 32 if cfg.block_m <= 64 else 64
+    while bn > floor and -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
+        bn //= 2
+    return replace(cfg, block_n=bn)
+
+
+# Block mode keeps BLOCK_K = 128 (one scale group per K step) and N tiles of at most 128: the partial product and
+# the accumulator both live in registers (2 x 64 fp32 a thread at 128x128 over 8 warps).
+GEMM_RULES: tuple[Rule, ...] = (
+    Rule(TileConfig(32, 32, 32, 1, 4, 1, use_tma=False), "CPU interpreter: small tiles, few program instances",
+         interpreted=True),
+    Rule(TileConfig(64, 64, 32, 8, 4, 2, use_tma=False), "unaligned strides (K % 16 != 0): byte-wide loads; "
+         "small tiles, 2 stages (64x128x64 x3 stages spilled ~1-2 KB a thread on sm_90)", aligned=False,
+         adjust=fill_the_gpu),
+    # (sm_90 compile check: 128x128 over 8 warps on this path spilled 2.7 KB a thread at K = 4100; 64x128 fits.)
+    Rule(TileConfig(64, 128, 64, 8, 4, 3, use_tma=False), "pointer loads (odd K, N-major b, unaligned rows): "
+         "small tiles keep the masked, narrow loads in registers", tma=False, adjust=fill_the_gpu),
+    Rule(TileConfig(64, 128, 128, 1, 4, 6), "decode: weight-bound; one 64-row wgmma tile, deep pipeline",
+         max_m=64, adjust=fill_the_gpu),
+    Rule(TileConfig(128, 128, 128, 8, 8, 4), "block scales, M > 64: 128x128 keeps partial + accumulator in "
+         "registers", modes=("block",), adjust=fill_the_gpu),
+    Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
+         "are covered", max_m=256, adjust=fill_the_gpu),
+    Rule(TileConfig(128, 256, 128, 8, 8, 3), "large M: 128x256 tiles (compute-bound), 3 stages fit 144 KB"),
+)
+
+
+def config_for(m: int, n: int, k: int, mode: str, sms: int = 132, interpreted: bool | None = None,
+               tma: bool = True, aligned: bool = True) -> TileConfig:
+    """The first rule that matches the call."""
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    call = Call(m, n, k, mode, sms, _INTERPRETED if interpreted is None else interpreted, tma, aligned)
+    for rule in GEMM_RULES:
+        if rule.matches(call):
+            return rule.adjust(rule.then, call) if rule.adjust else rule.then
+    raise AssertionError("GEMM_RULES ends with a rule that matches every call")
+
+
+def candidate_configs(mode: str, m: int) -> list[TileConfig]:
+    """What the tuning driver times per shape: tile shapes x stages x TMA or pointer loads (block mode: N tiles
+    of at most 128, BLOCK_K 128; these keep the shared memory under the 227 KB a Hopper block may take)."""
+    out: list[TileConfig] = []
+    if m <= 64:
+        tiles = [(64, 32, 128, 4), (64, 64, 128, 4), (64, 128, 128, 4), (64, 64, 256, 4), (64, 128, 256, 4)]
+        stages = (4, 6)
+    elif m <= 256:
+        tiles = [(64, 128, 128, 4), (128, 128, 128, 8), (64, 256, 128, 4), (128, 256, 128, 8)]
+        stages = (3, 4)
+    else:
+        tiles = [(128, 128, 128, 8), (128, 256, 128, 8), (256, 128, 128, 8), (128, 128, 64, 4)]
+        stages = (3, 4)
+    for bm, bn, bk, w in tiles:
+        if mode == "block" and (bn > 128 or bk > 128 or 128 % bk):
+            continue
+        for s in stages:
+            cfg = TileConfig(bm, bn, bk, 8, w, s)
+            if cfg.smem_bytes() <= 200 * 1024:
+                out.append(cfg)
+    out.append(replace(config_for(m, 8192, 8192, mode, interpreted=False), use_tma=False))
+    return out
+
+
+# --- quantizers ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QuantConfig:
+    """Per-token: a row per program step, in BLOCK_K chunks (one_pass: the whole row at once). Per-group:
+    BLOCK_M rows x GROUPS groups per program."""
+
+    block_k: int
+    num_warps: int
+    one_pass: bool = True
+    block_m: int = 1
+    groups: int = 1
+
+    def describe(self) -> str:
+        if self.block_m > 1 or self.groups > 1:
+            return f"rows {self.block_m} x {self.groups} groups w{self.num_warps}"
+        return f"row block {self.block_k} {'one pass' if self.one_pass else 'two passes'} w{self.num_warps}"
+
+
+# Per-token: rows up to 16384 columns stay in registers (16 fp32 a thread at 32 warps); wider rows take two passes.
+PER_TOKEN_RULES: tuple[tuple[int, int], ...] = ((1024, 4), (4096, 8), (8192, 16), (16384, 32))
+TWO_PASS_BLOCK = 4096
+
+
+def per_token_config(k: int) -> QuantConfig:
+    for max_k, warps in PER_TOKEN_RULES:
+        if k <= max_k:
+            return QuantConfig(max(16, 1 << (k - 1).bit_length()), warps)
+    return QuantConfig(TWO_PASS_BLOCK, 8, one_pass=False)
+
+
+def per_group_config(m: int, group: int) -> QuantConfig:
+    """Tiles of 32 rows x 4 groups (16 KB of 16-bit input a program: enough bytes in flight per SM); fewer rows
+    at decode sizes so more programs share the columns. A guess for the tuning driver to settle."""
+    rows = 32 if m > 256 else (8 if m > 16 else 1)
+    return QuantConfig(group, 4, block_m=rows, groups=max(1, 512 // group))

@@ -1,0 +1,76 @@
+"""The launch rules (data: every config valid, the branches the sm_90 compile check covered) and the peers on a
+CPU-only machine: "not installed" answers naming the pip package, torch._scaled_mm refusing block scales by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ridgeline.core import registry
+from ridgeline.core.spec import Case
+from ridgeline.ops.scaled_mm.peers.torch_native import dequant_matmul, torch_scaled_mm
+from ridgeline.ops.scaled_mm.rules import GEMM_RULES, candidate_configs, config_for
+from ridgeline.ops.scaled_mm.spec import FP8
+
+
+def test_rule_branches():
+    assert config_for(8192, 8192, 8192, "row", interpreted=False).describe() == "tile 128x256x128 g8 w8 s3 tma"
+    assert config_for(8192, 8192, 8192, "block", interpreted=False).block_n == 128
+    small = config_for(16, 4096, 4096, "row", interpreted=False)
+    assert small.block_m == 64 and -(-4096 // small.block_n) >= 128  # the tiles cover the SMs
+    assert config_for(128, 8192, 8192, "row", interpreted=False).block_n == 64
+    assert not config_for(512, 4096, 4100, "row", interpreted=False, tma=False, aligned=False).use_tma
+    assert config_for(512, 4096, 4096, "row", interpreted=False, tma=False).block_k == 64
+    assert config_for(5, 5, 5, "row", interpreted=True).block_m == 32
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        config_for(1, 1, 1, "blocks")
+
+
+def test_block_rules_keep_k_steps_in_one_scale_group():
+    for m in (1, 64, 256, 4096):
+        for tma, aligned in ((True, True), (False, True), (False, False)):
+            cfg = config_for(m, 4096, 4096, "block", interpreted=False, tma=tma, aligned=aligned)
+            assert 128 % cfg.block_k == 0
+    for m in (16, 128, 4096):
+        assert all(128 % c.block_k == 0 and c.block_n <= 128 for c in candidate_configs("block", m))
+
+
+def test_candidates_fit_shared_memory():
+    for mode in ("tensor", "row", "block"):
+        for m in (1, 128, 4096):
+            cands = candidate_configs(mode, m)
+            assert len(cands) >= 4 and all(c.smem_bytes() <= 227 * 1024 for c in cands)
+    assert all(r.why for r in GEMM_RULES)
+
+
+def test_torch_scaled_mm_refuses_block_scales_by_name():
+    a = torch.zeros(4, 256).to(FP8)
+    b = torch.zeros(8, 256).to(FP8)
+    with pytest.raises(ValueError, match="^unsupported: torch._scaled_mm"):
+        torch_scaled_mm(a, b, torch.ones(4, 2), torch.ones(1, 2))
+
+
+def test_eager_dequant_matmul_agrees_with_reference():
+    spec = registry.get_spec("scaled_mm")
+    for variant in ("tensor", "row+bias", "block"):
+        case = Case((9, 130, 260), FP8, variant)
+        inputs = spec.make_inputs(case, "cpu", 0)
+        (y,) = spec.call(dequant_matmul, inputs)
+        (ref,) = spec.reference(inputs)
+        tol = spec.tolerance_for(case, "y", y.dtype)
+        assert bool(((y.double() - ref).abs() <= tol.atol + tol.rtol * ref.abs()).all()), variant
+
+
+@pytest.mark.parametrize("op,name,why", [
+    ("scaled_mm", "vllm", "vllm not installed"), ("scaled_mm", "sglang", "sglang not installed"),
+    ("scaled_mm", "deepgemm", "deep_gemm not installed"),
+    ("quantize_fp8_per_token", "vllm", "vllm not installed"),
+    ("quantize_fp8_per_group", "vllm", "vllm not installed"),
+    ("quantize_fp8_per_group", "sglang", "sglang not installed"),
+    ("scaled_mm", "torch-scaled-mm", "CUDA"), ("scaled_mm", "torch-compile", "CUDA"),
+])
+def test_unavailable_peers_say_why(op, name, why):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine")
+    impl = registry.resolve(op, name)
+    assert not impl.available and why in impl.reason
