@@ -2,7 +2,7 @@
 
 Kernels (each op package's EXPORTS): rms_norm, fused_add_rms_norm, rms_norm_dynamic_quant and their backward;
 layer_norm; softmax; silu_and_mul, gelu_and_mul, silu_mul, gelu_mul; rotary_embedding, apply_rotary;
-cross_entropy; matmul, int4_matmul (pack_int4, unpack_int4);
+cross_entropy; matmul, scaled_mm (FP8, quantize_fp8_per_token / _per_group), int4_matmul (pack_int4, unpack_int4);
 attention (prefill, forward and backward), paged_decode_attention. Layers and `patch(model)` for Hugging Face models: ridgeline.nn.
 The contract API for an op of your own: OpSpec, Case, Cost, Tolerance (see ridgeline.core.spec).
 Tools: check, bench, probe, profile (also as the `ridgeline` command).
@@ -95,6 +95,7 @@ KERNELS = ["rms_norm", "fused_add_rms_norm", "rms_norm_dynamic_quant", "rms_norm
            "softmax_backward", "silu_and_mul", "gelu_and_mul", "silu_mul", "gelu_mul", "silu_and_mul_backward",
            "gelu_and_mul_backward", "rotary_embedding", "apply_rotary", "apply_rotary_backward", "cross_entropy",
            "cross_entropy_fwd_bwd", "matmul", "int4_matmul", "pack_int4", "unpack_int4",
-           "paged_decode_attention", "attention", "attention_backward"]
+           "paged_decode_attention", "attention", "attention_backward", "scaled_mm",
+           "quantize_fp8_per_token", "quantize_fp8_per_group"]
 __all__ = ["OpSpec", "Case", "Cost", "Tolerance", "Impl", "check", "bench", "probe", "patch", *KERNELS,
            "__version__"]
