@@ -3,7 +3,8 @@
 Kernels (each op package's EXPORTS): rms_norm, fused_add_rms_norm, rms_norm_dynamic_quant and their backward;
 layer_norm; softmax; silu_and_mul, gelu_and_mul, silu_mul, gelu_mul; rotary_embedding, apply_rotary;
 cross_entropy; matmul, scaled_mm (FP8, quantize_fp8_per_token / _per_group), int4_matmul (pack_int4, unpack_int4);
-attention (prefill, forward and backward), paged_decode_attention. Layers and `patch(model)` for Hugging Face models: ridgeline.nn.
+attention (prefill, forward and backward), paged_decode_attention.
+Layers and `patch(model)` for Hugging Face models: ridgeline.nn.
 The contract API for an op of your own: OpSpec, Case, Cost, Tolerance (see ridgeline.core.spec).
 Tools: check, bench, probe, profile (also as the `ridgeline` command).
 Kernel modules are imported on first use, so the CLI can choose Triton's CPU interpreter before they load.
