@@ -63,6 +63,16 @@ def test_bench_writes_json_and_runs_lists_it(tmp_path):
     assert r.exit_code == 0 and "torch-F" in r.output
 
 
+def test_bench_where_nothing_passes_exits_1(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(x, weight, eps):\n    return x * weight\n")
+    r = runner.invoke(app, ["bench", "rmsnorm", "--impl", f"{bad}:f", "--shapes", "2x64", "--dtype", "fp32",
+                            "--budget", "0.05", "--json", str(tmp_path / "run.json")], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "nothing was timed" in r.output
+    assert json.loads((tmp_path / "run.json").read_text())["failures"][0]["stage"] == "check"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU path")
 def test_probe_without_gpu_says_so():
     r = runner.invoke(app, ["probe"])

@@ -230,6 +230,9 @@ def bench(
         console.print(fails)
     console.print(f"run {record.run_id}: {len(d['measurements'])} measurements, {len(d['failures'])} failures; "
                   f"record {record.path}")
+    if d["failures"] and not d["measurements"]:  # a script must not read "nothing timed" as success
+        console.print("nothing was timed: every implementation failed its check or its timing (failures above)")
+        raise typer.Exit(1)
 
 
 # A CPU plan longer than this needs --yes (Triton's interpreter costs ~1 ms per program instance).
