@@ -106,3 +106,22 @@ def rows_view(name: str, t: torch.Tensor) -> torch.Tensor:
             f"{name}: leading dims of shape {tuple(t.shape)} and strides {tuple(t.stride())} cannot be viewed as "
             "one row dimension without a copy"
         ) from None
+
+
+def row_stride(t: torch.Tensor) -> int | None:
+    """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous (a row of a
+    wider buffer, x[..., :w], qualifies: it is read in place); None when no single row stride addresses it."""
+    if t.is_contiguous():
+        return t.shape[-1]
+    shape, strides = t.shape, t.stride()
+    if shape[-1] > 1 and strides[-1] != 1:
+        return None
+    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
+    if not dims:
+        return shape[-1]
+    row = expect = dims[-1][1]
+    for size, stride in reversed(dims):
+        if stride != expect:
+            return None
+        expect = stride * size
+    return row
