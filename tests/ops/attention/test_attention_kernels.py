@@ -205,6 +205,9 @@ def test_cost_counts_visible_pairs_exactly():
     assert causal.flops == 4 * 4 * 32 * 128 * (4096 * 4097 // 2)
     bwd = get_spec("attention_bwd").cost((4, 4096, 32, 8, 128), torch.bfloat16, "causal")
     assert bwd.flops * 2 == causal.flops * 5
+    # read q, out, dout, k, v and the fp32 lse [B, H, S]; write dq, dk, dv: each tensor once
+    q_bytes, kv_bytes, lse_bytes = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2, 4 * 32 * 4096 * 4
+    assert bwd.bytes == 4 * q_bytes + 4 * kv_bytes + lse_bytes
     assert spec.cost((1, 64, 1, 1, 64), torch.float16, "window").flops == 4 * 64 * visible_pairs(64, 64, 15, 0)
     assert math.isclose(spec.cost((40, 4, 2, 16), torch.float16).flops,
                         4 * 4 * 16 * sum(n * n for n in varlen_lengths(40)))
