@@ -102,6 +102,15 @@ def check_allreduce_gpu(rank: int, world: int, init: str, results) -> None:
                                 "err": float((y.double() - ref).abs().max()), "scale": float(ref.abs().max()),
                                 "same_bits": all(torch.equal(a, y) for a in gathered),
                                 "graph_right": torch.equal(z, nccl * 2)})
+        if torch.cuda.device_count() > 1:  # called while another GPU is the current device: runs on x's
+            ints = ((torch.arange(4097, device=dev) * 7 + rank * 13) % (256 // world) + 1).to(torch.bfloat16)
+            nccl = ints.clone()
+            dist.all_reduce(nccl)
+            with torch.cuda.device((rank + 1) % torch.cuda.device_count()):
+                ours = all_reduce(ints, algorithm="oneshot")
+            torch.cuda.synchronize(dev)
+            out.append({"case": (4097, "torch.bfloat16", "other-current-device"), "err": 0.0, "scale": 1.0,
+                        "equal_to_nccl": torch.equal(ours, nccl), "same_bits": True, "graph_right": True})
         release_workspaces()
         dist.destroy_process_group()
         results.put((rank, out))

@@ -127,7 +127,8 @@ def test_settings_refuse_bad_input_in_one_line():
              (dict(min_bytes=64, max_bytes=8), "--min/--max: expected 1 <= min <= max"),
              (dict(placements=["both"]), "--placement: expected in-place or out-of-place"),
              (dict(regimes=["hot"]), "--mode: expected eager or graph"),
-             (dict(budget=0), "--budget: expected seconds > 0")]
+             (dict(budget=0), "--budget: expected seconds > 0"),
+             (dict(min_iters=5, max_iters=2), "--min-iters/--max-iters: expected 1 <= min <= max")]
     for kw, message in cases:
         with pytest.raises(ValueError) as e:
             _settings(**kw)
@@ -137,6 +138,10 @@ def test_settings_refuse_bad_input_in_one_line():
 def test_cli_refusal_exits_2():
     r = CliRunner().invoke(app, ["comm", "--ops", "gather"])
     assert r.exit_code == 2 and "--ops: unknown collective 'gather'" in r.output
+    # 'inf' parses as a float: it raised OverflowError (a traceback) before; the option is named
+    for option, value in (("--max", "inf"), ("--min", "nanK"), ("--max", "lots")):
+        r = CliRunner().invoke(app, ["comm", option, value])
+        assert r.exit_code == 2 and f"{option}: expected bytes like 8, 64K" in r.output, r.output
 
 
 @pytest.mark.slow

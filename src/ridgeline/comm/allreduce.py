@@ -186,6 +186,13 @@ def all_reduce(x: torch.Tensor, *, algorithm: str = "oneshot", out: torch.Tensor
     ws = workspace(x.device, group)
     if ws.device != x.device:
         raise ValueError(f"x: on {x.device}, but the group's workspace is on {ws.device}")
+    if x.is_cuda and x.get_device() != torch.cuda.current_device():
+        with torch.cuda.device(x.device):  # Triton compiles for and launches on the current device
+            return _launch(x, out, ws, n, algorithm)
+    return _launch(x, out, ws, n, algorithm)
+
+
+def _launch(x: torch.Tensor, out: torch.Tensor, ws: Workspace, n: int, algorithm: str) -> torch.Tensor:
     programs, warps = rule_for(n * x.element_size())
     block = warps * 32 * (16 // x.element_size())  # one 16-byte vector per thread per step
     if algorithm == "oneshot":

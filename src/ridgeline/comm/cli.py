@@ -54,8 +54,9 @@ def comm_command(
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
-        settings = make_settings(ops=ops, impls=impl, dtypes=dtype, min_bytes=parse_bytes(min_size),
-                                 max_bytes=parse_bytes(max_size), placements=placement, regimes=mode, nprocs=nprocs,
+        settings = make_settings(ops=ops, impls=impl, dtypes=dtype, min_bytes=parse_bytes(min_size, "--min"),
+                                 max_bytes=parse_bytes(max_size, "--max"), placements=placement, regimes=mode,
+                                 nprocs=nprocs,
                                  budget=budget, warmup=warmup, min_iters=min_iters, max_iters=max_iters,
                                  graph_calls=graph_calls, timeout=timeout)
         for option, path in (("--json", json_path),):

@@ -8,6 +8,7 @@ rank; rank 0 writes the record (no restarts there: torchrun owns the processes).
 
 from __future__ import annotations
 
+import math
 import os
 import queue as queue_mod
 import sys
@@ -56,15 +57,17 @@ def sizes_between(lo: int, hi: int) -> list[int]:
     return out
 
 
-def parse_bytes(text: str) -> int:
-    """'8', '64K', '4MiB', '8G' -> bytes (powers of 1024)."""
+def parse_bytes(text: str, name: str = "size") -> int:
+    """'8', '64K', '4MiB', '8G' -> bytes (powers of 1024); `name` is the option an error names."""
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     digits = t[:-1] if mult != 1 else t
     try:
         value = float(digits)
     except ValueError:
-        raise ValueError(f"size: expected bytes like 8, 64K, 4M, 8G; got {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value):  # ('inf' parses as a float, then int() of it raised OverflowError)
+        raise ValueError(f"{name}: expected bytes like 8, 64K, 4M, 8G; got {text!r}")
     return int(value * mult)
 
 
@@ -112,7 +115,7 @@ def make_settings(*, ops: list[str] | None, impls: list[str] | None, dtypes: lis
         if not v > lo:
             raise ValueError(f"{name}: expected seconds > 0, got {v}")
     if not (1 <= min_iters <= max_iters):
-        raise ValueError(f"--iters: expected 1 <= min <= max, got {min_iters} and {max_iters}")
+        raise ValueError(f"--min-iters/--max-iters: expected 1 <= min <= max, got {min_iters} and {max_iters}")
     return {
         "ops": ops, "impls": impl_list, "dtypes": dts, "sizes": sizes_between(min_bytes, max_bytes),
         "placements": list(placements or C.PLACEMENTS), "regimes": list(regimes or REGIMES),

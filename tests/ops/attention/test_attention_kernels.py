@@ -154,6 +154,18 @@ BAD = [
      "cu_seqlens: expected dtype int32"),
     (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.zeros(2, 2, dtype=torch.int32)), ValueError,
      "cu_seqlens: expected a 1-dim [B + 1] tensor"),
+    # Offsets past the packed tokens (would read out of bounds), decreasing ones, a max_seqlen that drops rows.
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 100], dtype=torch.int32)),
+     ValueError, "cu_seqlens: expected non-decreasing offsets in [0, 8] (the packed tokens), got [0, 100]"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 100], dtype=torch.int32),
+                               max_seqlen=8), ValueError, "cu_seqlens: expected non-decreasing offsets"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 6, 3], dtype=torch.int32)),
+     ValueError, "cu_seqlens: expected non-decreasing offsets"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=(torch.tensor([0, 8], dtype=torch.int32),
+                                                            torch.tensor([0, 9], dtype=torch.int32))),
+     ValueError, "cu_seqlens_k: expected non-decreasing offsets in [0, 8]"),
+    (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 2, 8], dtype=torch.int32),
+                               max_seqlen=4), ValueError, "max_seqlen: expected at least the longest sequence, 6"),
     (lambda q, k, v: attention_backward(q, k, v, q, q, torch.zeros(1, 4, 9)), ValueError,
      "lse: expected a float32 tensor of shape (1, 4, 8)"),
     (lambda q, k, v: attention_backward(q, k, v, q[:, :4], q, torch.zeros(1, 4, 8)), ValueError,
@@ -205,6 +217,9 @@ def test_cost_counts_visible_pairs_exactly():
     assert causal.flops == 4 * 4 * 32 * 128 * (4096 * 4097 // 2)
     bwd = get_spec("attention_bwd").cost((4, 4096, 32, 8, 128), torch.bfloat16, "causal")
     assert bwd.flops * 2 == causal.flops * 5
+    # read q, out, dout, k, v and the fp32 lse [B, H, S]; write dq, dk, dv: each tensor once
+    q_bytes, kv_bytes, lse_bytes = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2, 4 * 32 * 4096 * 4
+    assert bwd.bytes == 4 * q_bytes + 4 * kv_bytes + lse_bytes
     assert spec.cost((1, 64, 1, 1, 64), torch.float16, "window").flops == 4 * 64 * visible_pairs(64, 64, 15, 0)
     assert math.isclose(spec.cost((40, 4, 2, 16), torch.float16).flops,
                         4 * 4 * 16 * sum(n * n for n in varlen_lengths(40)))

@@ -150,6 +150,10 @@ def _bad(**over):
     ({"seq_lens": torch.zeros(3, dtype=torch.int32)}, "seq_lens: expected contiguous int32"),
     ({"scale": "x"}, "scale: expected a float"),
     ({"scale": float("nan")}, "scale: expected a finite"),
+    ({"scale": -0.5}, r"scale: expected a finite number > 0"),  # (the custom op would read it as None)
+    ({"scale": 0.0}, r"scale: expected a finite number > 0"),
+    ({"k_cache": torch.randn(0, 16, 2, 32), "v_cache": torch.randn(0, 16, 2, 32)},
+     "k_cache: expected at least one block for 2 sequences"),  # (read past the cache: a segfault on CPU)
     ({"k_scale": -1.0}, "k_scale: expected a positive"),
     ({"k_scale": torch.ones(2)}, "k_scale: expected a float, or a float32 tensor of one element"),
     ({"k_scale": torch.ones(1)}, "pass both as tensors"),
@@ -223,3 +227,10 @@ def test_torch_compile_fullgraph():
 
     out = f(inp["q"], inp["k_cache"], inp["v_cache"], inp["block_table"], inp["seq_lens"])
     _close(out, inp)
+
+    @torch.compile(fullgraph=True, dynamic=False)
+    def g(q, k, v, bt, lens):
+        return paged_decode_attention(q, k, v, bt, lens, scale=-0.5)
+
+    with pytest.raises(Exception, match="scale: expected a finite number > 0"):  # (not silently 1/sqrt(D))
+        g(inp["q"], inp["k_cache"], inp["v_cache"], inp["block_table"], inp["seq_lens"])

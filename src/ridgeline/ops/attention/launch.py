@@ -109,12 +109,27 @@ def _check_cu(cu_seqlens: object, max_seqlen: object, q: torch.Tensor, k: torch.
     if cus[0].shape != cus[1].shape:
         raise ValueError(f"cu_seqlens_k: expected shape {tuple(cus[0].shape)} (same batch as q's), "
                          f"got {tuple(cus[1].shape)}")
-    if max_seqlen is None:  # (one host sync: pass max_seqlen to avoid it)
-        lens = [int((c[1:] - c[:-1]).max()) if c.shape[0] > 1 else 0 for c in cus]
-    else:
-        lens = list(max_seqlen) if isinstance(max_seqlen, (tuple, list)) else [max_seqlen, max_seqlen]
-        if len(lens) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in lens):
+    given = None
+    if max_seqlen is not None:
+        given = list(max_seqlen) if isinstance(max_seqlen, (tuple, list)) else [max_seqlen, max_seqlen]
+        if len(given) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in given):
             raise ValueError(f"max_seqlen: expected an int >= 0 or a (max_q, max_k) pair, got {max_seqlen!r}")
+    if given is not None and q.is_cuda:
+        return cus[0], cus[1], given[0], given[1]  # trusted as given: checking the offsets would sync the host
+    # The offsets are read here anyway (max_seqlen omitted: one host sync; on the CPU: free), so check them: a bad
+    # offset would read past the packed tensors, a too-small max_seqlen would silently drop rows.
+    lens = []
+    for i, (name, cu, t) in enumerate(zip(("cu_seqlens", "cu_seqlens_k"), cus, (q, k), strict=True)):
+        c = cu.tolist()
+        steps = [b - a for a, b in zip(c, c[1:])]
+        if c[0] < 0 or min(steps, default=0) < 0 or c[-1] > t.shape[0]:
+            shown = str(c) if len(c) <= 8 else f"[{c[0]}, ..., {c[-1]}]"
+            raise ValueError(f"{name}: expected non-decreasing offsets in [0, {t.shape[0]}] (the packed tokens), "
+                             f"got {shown}")
+        longest = max(steps, default=0)
+        if given is not None and longest > given[i]:
+            raise ValueError(f"max_seqlen: expected at least the longest sequence, {longest}, got {given[i]}")
+        lens.append(longest if given is None else given[i])
     return cus[0], cus[1], lens[0], lens[1]
 
 
@@ -255,7 +270,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     q [B, S_q, H, D], k and v [B, S_k, H_kv, D] (H_kv divides H: GQA/MQA, heads shared without copies), float16
     or bfloat16, D in 16..256 (powers of two). Any strides with a contiguous last dim (a [B, H, S, D] tensor as
     ``x.transpose(1, 2)``). Packed batches: q [total_q, H, D], k/v [total_k, H_kv, D] and ``cu_seqlens`` int32
-    [B + 1] (or a (cu_q, cu_k) pair), ``max_seqlen`` an int or a pair (computed with a host sync if omitted).
+    [B + 1] (or a (cu_q, cu_k) pair), ``max_seqlen`` an int or a pair (computed with a host sync if omitted;
+    the offsets are then checked too; given on a GPU, both are trusted: no sync).
     ``causal``: key j visible from query i when j <= i + S_k - S_q (bottom-right aligned); ``window``: see
     `resolve_window`. ``scale`` defaults to 1/sqrt(D). Returns out (q's layout, contiguous) and, with
     ``return_lse``, the fp32 logsumexp [B, H, S_q] (packed: [H, total_q]); a query with no visible key gives

@@ -330,8 +330,8 @@ class AttentionBwdSpec(_AttentionFamily, OpSpec):
         qb, kb = _bytes(shape, dtype.itemsize)
         _b, _sq, _sk, hq, _hkv, d, _p = _dims(shape)
         lse_bytes = qb // (d * dtype.itemsize) * 4
-        # read q, k, v, out, dout, lse; write dq, dk, dv
-        return Cost(bytes=4 * qb + lse_bytes + 2 * kb + qb + 2 * kb,
+        # read q, out, dout (3 qb), k, v (2 kb) and lse; write dq (qb), dk, dv (2 kb)
+        return Cost(bytes=4 * qb + 4 * kb + lse_bytes,
                     flops=10 * hq * d * pairs_of(shape, variant), unit="bf16" if dtype == torch.bfloat16 else "fp16")
 
 

@@ -92,6 +92,14 @@ def _scale_kind(name: str, s: object, device: torch.device) -> bool:
     raise TypeError(f"{name}: expected a float, a float32 tensor of one element, or None; got {type(s).__name__}")
 
 
+def _check_scale(scale: object) -> None:
+    # > 0: the custom op's schema carries None as -1.0, so a negative scale would turn into 1/sqrt(D) there.
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale: expected a finite number > 0 or None (1/sqrt(D)), got {scale}")
+
+
 def _validate(q, k_cache, v_cache, block_table, seq_lens, scale, k_scale, v_scale, config) -> _Call:
     q = require_tensor("q", q)
     require_dtype("q", q)
@@ -114,6 +122,9 @@ def _validate(q, k_cache, v_cache, block_table, seq_lens, scale, k_scale, v_scal
     num_blocks, page, heads_kv, kd = k_cache.shape
     if kd != head_dim:
         raise ValueError(f"k_cache: head dim {kd} differs from q's {head_dim}")
+    if num_blocks < 1 and batch > 0:  # (every sequence's block ids would point past the cache)
+        raise ValueError(f"k_cache: expected at least one block for {batch} sequences, got shape "
+                         f"{tuple(k_cache.shape)}")
     if page < 1 or heads_kv < 1 or heads_q < 1 or head_dim < 1 or q_tokens < 1:
         raise ValueError(f"q/k_cache: block_size, heads, head dim and Q must be >= 1 (q {tuple(q.shape)}, "
                          f"k_cache {tuple(k_cache.shape)})")
@@ -137,10 +148,7 @@ def _validate(q, k_cache, v_cache, block_table, seq_lens, scale, k_scale, v_scal
     require_same_device("seq_lens", seq_lens, "q", q)
     if q.device.type != "cuda":
         require_runnable_device("q", q)
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
-    if scale is not None and not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite number, got {scale}")
+    _check_scale(scale)
     ks_ptr = _scale_kind("k_scale", k_scale, q.device)
     vs_ptr = _scale_kind("v_scale", v_scale, q.device)
     if ks_ptr != vs_ptr:
@@ -206,11 +214,12 @@ def paged_decode_attention(
     ``[B, max_blocks_per_seq]``: token t of sequence b sits in block ``block_table[b, t // block_size]``, slot
     ``t % block_size`` (blocks in any order). ``seq_lens`` int32 ``[B]``: tokens in each sequence's cache,
     including the Q new ones, at most ``max_blocks_per_seq * block_size`` (not checked: that would read the
-    device). ``scale`` defaults to ``1 / sqrt(D)``. Returns q's shape and dtype; a row that sees no key (seq_len
+    device). ``scale`` (> 0) defaults to ``1 / sqrt(D)``. Returns q's shape and dtype; a row that sees no key (seq_len
     0, or the first tokens when seq_len < Q) is zeros. Any strides with a contiguous last dim.
     ``config`` overrides the launch rules (rules.py; the tuning driver uses it).
     """
     if torch.compiler.is_compiling():  # torch.compile: an opaque custom op
+        _check_scale(scale)
         ks, vs, kt, vt = _split_scales(k_scale, v_scale)
         return paged_decode_attention_op(q, k_cache, v_cache, block_table, seq_lens,
                                          -1.0 if scale is None else float(scale), ks, vs, kt, vt)
