@@ -253,9 +253,11 @@ def test_bad_input_through_the_autograd_path_is_one_line():
         assert "\n" not in str(e.value)
 
 
-def test_meta_tensors_give_shapes_past_2_31_elements():
+@pytest.mark.parametrize("interpreted", ["1", "0"])
+def test_meta_tensors_give_shapes_past_2_31_elements(interpreted, monkeypatch):
     """On the meta device every public function answers with the op's shapes (no launch on no data); x of
     2^31 + 28672 elements."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpreted)  # (meta needs neither a GPU nor the interpreter)
     m, d = 2**31 // 28672 + 1, 14336
     x = torch.empty(m, 2 * d, dtype=torch.bfloat16, device="meta")
     for y in (silu_and_mul(x), gelu_and_mul(x, "tanh"), silu_mul(x[:, :d], x[:, d:]), gelu_mul(x[:, :d], x[:, d:])):

@@ -238,9 +238,11 @@ def test_bad_input_through_the_autograd_path_is_one_line():
         assert "\n" not in str(e.value)
 
 
-def test_meta_tensors_give_shapes_past_2_31_elements():
+@pytest.mark.parametrize("interpreted", ["1", "0"])
+def test_meta_tensors_give_shapes_past_2_31_elements(interpreted, monkeypatch):
     """On the meta device (shape propagation, e.g. a model built without memory) every public function answers with
     the op's shapes and dtypes instead of launching on no data; 2^31 + 4096 elements: nothing overflows."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpreted)  # (meta needs neither a GPU nor the interpreter)
     m, n = 2**31 // 4096 + 1, 4096
     x = torch.empty(m, n, dtype=torch.bfloat16, device="meta")
     w = torch.empty(n, dtype=torch.float32, device="meta")

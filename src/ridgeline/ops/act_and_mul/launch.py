@@ -59,7 +59,7 @@ def _check_tensor(name: str, t: object) -> torch.Tensor:
         require_dtype(name, t, DTYPES)
     if t.dim() == 0:
         raise ValueError(f"{name}: expected at least 1 dim (..., columns), got a scalar")
-    if not t.is_cuda:
+    if not t.is_cuda and not t.is_meta:  # (meta: shapes only, through the op; nothing launches)
         require_runnable_device(name, t)
     return t
 

@@ -130,7 +130,7 @@ def _check_x(name: str, x: object) -> torch.Tensor:
         require_dtype(name, x)
     if x.dim() == 0:
         raise ValueError(f"{name}: expected at least 1 dim (..., N), got a scalar")
-    if not x.is_cuda:
+    if not x.is_cuda and not x.is_meta:  # (meta: shapes only, through the op; nothing launches)
         require_runnable_device(name, x)
     return x
 
