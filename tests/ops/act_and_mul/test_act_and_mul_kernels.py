@@ -238,3 +238,34 @@ def test_f_silu_is_what_the_reference_means():
     """A test of the test: the float64 reference is torch's own silu(gate) * up on x = [gate, up]."""
     x = torch.randn(2, 6, dtype=torch.float64)
     assert torch.equal(reference_forward(x, "silu"), F.silu(x[:, :3]) * x[:, 3:])
+
+
+def test_bad_input_through_the_autograd_path_is_one_line():
+    """With an input that requires grad the call goes through the custom op: its arguments are checked first (the
+    op's own parser answered a non-tensor `up` in several lines)."""
+    g = rand(3, 8).requires_grad_()
+    for call, error, message in [(lambda: silu_mul(g, [1.0]), TypeError, "up: expected a torch.Tensor, got list"),
+                                 (lambda: gelu_mul(g, None), TypeError, "up: expected a torch.Tensor, got NoneType"),
+                                 (lambda: silu_mul(g, rand(3, 9)), ValueError, r"up: expected shape \(3, 8\)"),
+                                 (lambda: silu_and_mul(g[:, :7]), ValueError, "x: the last dim holds")]:
+        with pytest.raises(error, match=message) as e:
+            call()
+        assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("interpreted", ["1", "0"])
+def test_meta_tensors_give_shapes_past_2_31_elements(interpreted, monkeypatch):
+    """On the meta device every public function answers with the op's shapes (no launch on no data); x of
+    2^31 + 28672 elements."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpreted)  # (meta needs neither a GPU nor the interpreter)
+    m, d = 2**31 // 28672 + 1, 14336
+    x = torch.empty(m, 2 * d, dtype=torch.bfloat16, device="meta")
+    for y in (silu_and_mul(x), gelu_and_mul(x, "tanh"), silu_mul(x[:, :d], x[:, d:]), gelu_mul(x[:, :d], x[:, d:])):
+        assert y.is_meta and y.shape == (m, d) and y.dtype == torch.bfloat16
+    dy = torch.empty(m, d, dtype=torch.bfloat16, device="meta")
+    for dx in (silu_and_mul_backward(dy, x), gelu_and_mul_backward(dy, x)):
+        assert dx.is_meta and dx.shape == (m, 2 * d) and dx.dtype == torch.bfloat16
+    out = torch.empty(m, d, dtype=torch.bfloat16, device="meta")
+    assert silu_and_mul(x, out=out) is out
+    with pytest.raises(ValueError, match=r"dy: expected shape"):
+        silu_and_mul_backward(x, x)

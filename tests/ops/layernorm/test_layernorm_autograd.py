@@ -128,3 +128,33 @@ def test_harness_check_catches_a_wrong_backward():
     r = check_case(get_spec("layernorm_bwd"), Impl("layernorm_bwd", "wrong", "user", wrong),
                    Case((9, 64), torch.float32), DEVICE)
     assert not r.passed and any("dbias" in reason for reason in r.reasons), r.reasons
+
+
+@pytest.mark.parametrize("wdtype", [None, torch.bfloat16])
+def test_a_float32_bias_gets_a_float32_gradient(wdtype):
+    """dbias is rounded once, to the bias's dtype: a float32 bias beside a bf16 weight (or no weight, bf16 x) used to
+    get its sum rounded to bf16 first (2^-9 relative error) and then cast up."""
+    x = (torch.randn(64, 256, device=DEVICE) + 0.5).to(torch.bfloat16).requires_grad_()
+    w = None if wdtype is None else (1 + 0.5 * torch.randn(256, device=DEVICE)).to(wdtype).requires_grad_()
+    b = (0.5 * torch.randn(256, device=DEVICE)).requires_grad_()
+    dy = torch.randn(64, 256, device=DEVICE).to(torch.bfloat16)
+    layer_norm(x, w, b).backward(dy)
+    assert b.grad.dtype == torch.float32
+    tol = TOLERANCES[torch.float32]
+    torch.testing.assert_close(b.grad.double(), dy.double().sum(0), atol=tol.atol * 8, rtol=tol.rtol)
+
+
+def test_custom_ops_pass_torch_library_opcheck():
+    """The fake implementations agree with the real ops (shapes, dtypes, strides) and the autograd registration is
+    sound, including a strided x and a bias whose dtype is not the weight's."""
+    from ridgeline.ops.layernorm import launch
+
+    x, w, b = _leaves((3, 40), torch.float32)
+    xs = torch.randn(3, 53, device=DEVICE)[:, :40]
+    torch.library.opcheck(launch.layer_norm_op, (xs, w.detach(), None, 1e-5))
+    torch.library.opcheck(launch.layer_norm_fwd_op, (x, None, b.detach().half().requires_grad_(), 1e-5))
+    _, mean, rstd = launch.layer_norm_forward(x.detach(), w.detach(), b.detach())
+    dy = torch.randn(3, 40, device=DEVICE)
+    torch.library.opcheck(launch.layer_norm_bwd_op, (dy, x.detach(), w.detach(), mean, rstd, True, True,
+                                                     torch.float16))
+    torch.library.opcheck(launch.layer_norm_bwd_op, (dy, x.detach(), None, mean, rstd, False, True, None))

@@ -207,3 +207,25 @@ def test_harness_check_passes_on_the_cpu_set():
                   Case((2, 70001), torch.bfloat16, "nan")]
         results = ridgeline.check(op, ["ridgeline"], device="cpu", cases=cases)
         assert results and all(r.passed for r in results), [(r.shape, r.reasons) for r in results if not r.passed]
+
+
+@pytest.mark.parametrize("interpreted", ["1", "0"])
+def test_meta_tensors_give_shapes_past_2_31_elements(interpreted, monkeypatch):
+    """On the meta device softmax and its backward answer with the op's shapes (no launch on no data)."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpreted)  # (meta needs neither a GPU nor the interpreter)
+    x = torch.empty(2**31 // 4096 + 1, 4096, dtype=torch.bfloat16, device="meta")
+    for y in (softmax(x), softmax(x, dim=0), softmax_backward(x, x), softmax_backward(x, x, dim=0)):
+        assert y.is_meta and y.shape == x.shape and y.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="dy is on cpu but y is on meta"):
+        softmax_backward(x[:2], torch.ones(2, 4096, dtype=torch.bfloat16))
+
+
+def test_custom_ops_pass_torch_library_opcheck():
+    """The fake implementations agree with the real ops (shapes, dtypes, strides) for strided rows too, and the
+    autograd registration is sound."""
+    from ridgeline.ops.softmax import launch
+
+    torch.library.opcheck(launch.softmax_op, (rand(3, 40).requires_grad_(),))
+    torch.library.opcheck(launch.softmax_op, (rand(3, 53)[:, :40],))
+    y = torch.softmax(rand(3, 40), -1)
+    torch.library.opcheck(launch.softmax_backward_op, (y, rand(3, 53)[:, :40]))

@@ -59,7 +59,7 @@ def _check_tensor(name: str, t: object) -> torch.Tensor:
         require_dtype(name, t, DTYPES)
     if t.dim() == 0:
         raise ValueError(f"{name}: expected at least 1 dim (..., columns), got a scalar")
-    if not t.is_cuda:
+    if not t.is_cuda and not t.is_meta:  # (meta: shapes only, through the op; nothing launches)
         require_runnable_device(name, t)
     return t
 
@@ -262,20 +262,39 @@ def _backward_pair(dy: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, act: 
 
 
 def _needs_op(*tensors: object) -> bool:
-    """Through the custom op (autograd, torch.compile) or straight to the kernel (the cheap eager path)."""
+    """Through the custom op (autograd, torch.compile, and meta tensors: the op's shape function) or straight to the
+    kernel (the cheap eager path)."""
     if torch.compiler.is_compiling():
+        return True
+    if any(isinstance(t, torch.Tensor) and t.is_meta for t in tensors):
         return True
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
+def _check_pair(gate: object, up: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """gate and up checked before the op (a non-tensor would get the op's several-line parser error)."""
+    gate = _check_tensor("gate", gate)
+    return gate, _check_like("up", up, tuple(gate.shape), "gate", gate)
+
+
 def _via_op(x: torch.Tensor, act: int, out: torch.Tensor | None) -> torch.Tensor:
-    if out is not None and not torch.compiler.is_compiling():
+    x = _check_packed(x)  # (before the op: its own argument parser would answer in several lines)
+    if out is not None and x.requires_grad and torch.is_grad_enabled() and not torch.compiler.is_compiling():
         raise ValueError("out: not supported when x requires grad (autograd needs the op's own output)")
     y = act_and_mul_op(x, ACT_NAMES[act])
     if out is None:
         return y
     _check_like("out", out, tuple(y.shape), "x", x)
     return out.copy_(y)
+
+
+def _is_meta(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_meta
+
+
+def _check_bwd(dy: object, x: object) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _check_packed(x)
+    return _check_like("dy", dy, (*x.shape[:-1], x.shape[-1] // 2), "x", x), x
 
 
 # --- the public functions -----------------------------------------------------------------------------------------
@@ -311,7 +330,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     works under torch.compile.
     """
     if _needs_op(gate, up):
-        return act_mul_op(gate, up, "silu")
+        return act_mul_op(*_check_pair(gate, up), "silu")
     return _forward_pair(gate, up, ACT_SILU)
 
 
@@ -319,23 +338,23 @@ def gelu_mul(gate: torch.Tensor, up: torch.Tensor, approximate: str = "none") ->
     """``gelu(gate, approximate) * up`` for two tensors of one shape (Gemma's MLP); as `silu_mul`."""
     act = gelu_code(approximate)
     if _needs_op(gate, up):
-        return act_mul_op(gate, up, ACT_NAMES[act])
+        return act_mul_op(*_check_pair(gate, up), ACT_NAMES[act])
     return _forward_pair(gate, up, act)
 
 
 def silu_and_mul_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The gradient of `silu_and_mul` w.r.t. x: ``[dy * up * silu'(gate), dy * silu(gate)]`` (shape of x),
     silu recomputed from x. dy has shape ``(..., d)`` and x's dtype. Not itself differentiable."""
-    if torch.compiler.is_compiling():
-        return act_and_mul_bwd_op(dy, x, "silu")
+    if torch.compiler.is_compiling() or _is_meta(x):
+        return act_and_mul_bwd_op(*_check_bwd(dy, x), "silu")
     return _backward(dy, x, ACT_SILU)
 
 
 def gelu_and_mul_backward(dy: torch.Tensor, x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """The gradient of `gelu_and_mul` w.r.t. x (as `silu_and_mul_backward`)."""
     act = gelu_code(approximate)
-    if torch.compiler.is_compiling():
-        return act_and_mul_bwd_op(dy, x, ACT_NAMES[act])
+    if torch.compiler.is_compiling() or _is_meta(x):
+        return act_and_mul_bwd_op(*_check_bwd(dy, x), ACT_NAMES[act])
     return _backward(dy, x, act)
 
 

@@ -47,16 +47,15 @@ def _check_x(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
     if x.shape[-1] == 0:
         raise ValueError(f"{name}: hidden size (last dim) is 0")
-    if not x.is_cuda:
+    if not x.is_cuda and not x.is_meta:  # (meta: shapes only, through the op; nothing launches)
         require_runnable_device(name, x)
     return x
 
 
-def _check_vector(name: str, t: object, x: torch.Tensor) -> torch.Tensor | None:
-    """weight / bias: None, or a float tensor of shape (N,) on x's device; contiguous and 16-byte aligned for the
-    launch (a view elsewhere is copied: N elements, and the kernels' register layout then never depends on it)."""
+def _require_vector(name: str, t: object, x: torch.Tensor) -> None:
+    """weight / bias: None, or a float tensor of shape (N,) on x's device."""
     if t is None:
-        return None
+        return
     if not isinstance(t, torch.Tensor) or t.dtype not in FLOAT_DTYPES:
         require_tensor(name, t)
         require_dtype(name, t)
@@ -64,7 +63,15 @@ def _check_vector(name: str, t: object, x: torch.Tensor) -> torch.Tensor | None:
         require_same_device(name, t, "x", x)
     if t.dim() != 1 or t.shape[0] != x.shape[-1]:
         raise ValueError(f"{name}: expected shape ({x.shape[-1]},) to match x's last dim, got {tuple(t.shape)}")
-    if not t.is_contiguous() or t.data_ptr() & 15:
+
+
+def _check_vector(name: str, t: object, x: torch.Tensor) -> torch.Tensor | None:
+    """`_require_vector`, then contiguous and 16-byte aligned for the launch (a view elsewhere is copied: N
+    elements, and the kernels' register layout then never depends on it)."""
+    _require_vector(name, t, x)
+    if t is None:
+        return None
+    if not t.is_contiguous() or (not t.is_meta and t.data_ptr() & 15):
         t = t.clone(memory_format=torch.contiguous_format)
     return t
 
@@ -198,23 +205,24 @@ def _forward(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | 
 
 
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
-              rstd: torch.Tensor, need_dw: bool, need_db: bool, cfg: BwdConfig | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """(dx, dweight, dbias) with arguments checked; dweight in the weight's dtype, dbias in the weight's dtype (x's
-    without a weight); None where not asked for (dweight also without a weight)."""
+              rstd: torch.Tensor, need_dw: bool, need_db: bool, cfg: BwdConfig | None = None,
+              dbias_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(dx, dweight, dbias) with arguments checked; dweight in the weight's dtype, dbias in `dbias_dtype` (default:
+    the weight's dtype, x's without a weight); None where not asked for (dweight also without a weight)."""
     n = x.shape[-1]
     m = x.numel() // n
     need_dw = need_dw and weight is not None
     gdtype = weight.dtype if weight is not None else x.dtype
+    bdtype = dbias_dtype or gdtype
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if m == 0:  # sums over no rows are zeros; nothing to launch for dx
         dw = torch.zeros((n,), dtype=gdtype, device=x.device) if need_dw else None
-        db = torch.zeros((n,), dtype=gdtype, device=x.device) if need_db else None
+        db = torch.zeros((n,), dtype=bdtype, device=x.device) if need_db else None
         return dx, dw, db
     guard = _on_device(x)
     if guard is not None:
         with guard:
-            return _backward(dy, x, weight, mean, rstd, need_dw, need_db, cfg)
+            return _backward(dy, x, weight, mean, rstd, need_dw, need_db, cfg, dbias_dtype)
     cfg = cfg or bwd_config(n, x.dtype)
     programs, rpp = bwd_programs(m, cfg, x.device)
     dyr, dy_stride = _rows(dy)
@@ -238,7 +246,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, me
         consts.update(BLOCK_A=cfg.block_a, BLOCK_B=cfg.block_b, STAGES=cfg.stages, EMULATE_RNE=_INTERPRETED)
         _BWD.launch(programs, args, consts, cfg.num_warps)
     dw = torch.empty((n,), dtype=gdtype, device=x.device) if need_dw else None
-    db = torch.empty((n,), dtype=gdtype, device=x.device) if need_db else None
+    db = torch.empty((n,), dtype=bdtype, device=x.device) if need_db else None  # (the reduction rounds once to it)
     if need_dw or need_db:
         _REDUCE.launch(-(-n // cfg.reduce_block_c),
                        (dwp, dbp, dw if need_dw else db, db if need_db else dw, programs, n),
@@ -271,12 +279,16 @@ def layer_norm(
     kernels) and traceable by ``torch.compile(fullgraph=True)``. A row's result does not depend on how many rows
     are in the call, and repeated calls agree bitwise.
     """
-    grad = isinstance(x, torch.Tensor) and _needs_grad(x, weight, bias)
-    if grad or torch.compiler.is_compiling():
-        # Through the custom ops: the one that saves mean/rstd (and has the autograd) only when a gradient is wanted.
-        return layer_norm_fwd_op(x, weight, bias, float(eps))[0] if grad else layer_norm_op(x, weight, bias, float(eps))
     x = _check_x("x", x)
     eps = _check_eps(eps)
+    grad = _needs_grad(x, weight, bias)
+    if grad or x.is_meta or torch.compiler.is_compiling():
+        # Through the custom ops (checked first: the op's own argument parser would answer a bad one in several
+        # lines); the one that saves mean/rstd (and has the autograd) only when a gradient is wanted. A meta tensor
+        # takes the op's shape function.
+        _require_vector("weight", weight, x)
+        _require_vector("bias", bias, x)
+        return layer_norm_fwd_op(x, weight, bias, eps)[0] if grad else layer_norm_op(x, weight, bias, eps)
     return _forward(x, _check_vector("weight", weight, x), _check_vector("bias", bias, x), eps, stats=False)[0]
 
 
@@ -291,6 +303,10 @@ def layer_norm_forward(
     them (which shapes them ``[..., 1]``). Not differentiable itself (use `layer_norm`)."""
     x = _check_x("x", x)
     eps = _check_eps(eps)
+    if x.is_meta:  # shapes only (the op's fake)
+        _require_vector("weight", weight, x)
+        _require_vector("bias", bias, x)
+        return layer_norm_fwd_op(x, weight, bias, eps)
     y, mean, rstd = _forward(x, _check_vector("weight", weight, x), _check_vector("bias", bias, x), eps, stats=True)
     return y, mean, rstd
 
@@ -304,15 +320,17 @@ def layer_norm_backward(
     *,
     compute_dweight: bool = True,
     compute_dbias: bool = True,
+    dbias_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``(dx, dweight, dbias)`` of `layer_norm` given the upstream gradient ``dy`` (x's shape and dtype) and what the
     forward saved: ``x``, ``weight`` (or None), ``mean`` and ``rstd`` (float32, M values: ``[M]`` or ``[..., 1]``).
 
     ``dx = rstd * (w dy - xhat * mean(xhat w dy) - mean(w dy))`` with ``xhat = (x - mean) * rstd``, float32, rounded
-    once to x's dtype; ``dweight = sum_rows(dy * xhat)``, ``dbias = sum_rows(dy)`` in the weight's dtype (x's without
-    one), accumulated in float32 per program, then summed in a fixed order: deterministic, no atomics. dx of a row
-    does not depend on the other rows. ``dweight`` is None without a weight or with ``compute_dweight=False``;
-    ``dbias`` None with ``compute_dbias=False``.
+    once to x's dtype; ``dweight = sum_rows(dy * xhat)`` in the weight's dtype, ``dbias = sum_rows(dy)`` in
+    ``dbias_dtype`` (the bias's; default: the weight's dtype, x's without one), accumulated in float32 per program,
+    then summed in a fixed order and rounded once: deterministic, no atomics. dx of a row does not depend on the
+    other rows. ``dweight`` is None without a weight or with ``compute_dweight=False``; ``dbias`` None with
+    ``compute_dbias=False``.
     """
     x = _check_x("x", x)
     dy = _check_x("dy", dy)
@@ -325,8 +343,15 @@ def layer_norm_backward(
     m = x.numel() // x.shape[-1]
     mean = _check_stats("mean", mean, m, x)
     rstd = _check_stats("rstd", rstd, m, x)
+    if dbias_dtype is not None and dbias_dtype not in FLOAT_DTYPES:
+        raise TypeError(f"dbias_dtype: expected None or float32, float16, bfloat16, got {dbias_dtype}")
+    if x.is_meta:  # shapes only (the op's fake)
+        _require_vector("weight", weight, x)
+        dx, dw, db = layer_norm_bwd_op(dy, x, weight, mean, rstd, bool(compute_dweight), bool(compute_dbias),
+                                       dbias_dtype)
+        return dx, dw if dw.numel() else None, db if db.numel() else None
     weight = _check_vector("weight", weight, x)
-    return _backward(dy, x, weight, mean, rstd, bool(compute_dweight), bool(compute_dbias))
+    return _backward(dy, x, weight, mean, rstd, bool(compute_dweight), bool(compute_dbias), dbias_dtype=dbias_dtype)
 
 
 # --- torch custom ops: opaque to torch.compile (fake implementations give the shapes), with autograd --------------
@@ -363,23 +388,25 @@ def _(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, e
 
 @torch.library.custom_op(f"{_LIB}::layer_norm_bwd", mutates_args=())
 def layer_norm_bwd_op(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
-                      rstd: torch.Tensor, compute_dweight: bool, compute_dbias: bool
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      rstd: torch.Tensor, compute_dweight: bool, compute_dbias: bool,
+                      dbias_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dx, dw, db = layer_norm_backward(dy, x, weight, mean, rstd, compute_dweight=compute_dweight,
-                                     compute_dbias=compute_dbias)
+                                     compute_dbias=compute_dbias, dbias_dtype=dbias_dtype)
     # A custom op returns tensors only: an empty tensor stands for a gradient not asked for.
     return dx, dw if dw is not None else x.new_empty(0), db if db is not None else x.new_empty(0)
 
 
 @layer_norm_bwd_op.register_fake
 def _(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor, rstd: torch.Tensor,
-      compute_dweight: bool, compute_dbias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+      compute_dweight: bool, compute_dbias: bool, dbias_dtype: torch.dtype | None = None
+      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     gdtype = weight.dtype if weight is not None else x.dtype
     dw = (n,) if compute_dweight and weight is not None else (0,)
     return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
             torch.empty(dw, dtype=gdtype if dw != (0,) else x.dtype, device=x.device),
-            torch.empty((n,) if compute_dbias else (0,), dtype=gdtype if compute_dbias else x.dtype, device=x.device))
+            torch.empty((n,) if compute_dbias else (0,), dtype=(dbias_dtype or gdtype) if compute_dbias else x.dtype,
+                        device=x.device))
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -393,9 +420,8 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward_of_fwd(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
-    dx, dw, db = layer_norm_bwd_op(dy, x, weight, mean, rstd, bool(need_dw), bool(need_db))
-    if need_db and ctx.bias_dtype is not None and db.dtype != ctx.bias_dtype:
-        db = db.to(ctx.bias_dtype)  # (a bias in another dtype than the weight: N elements)
+    # dbias is rounded once, to the bias's own dtype (a float32 bias beside a bf16 weight keeps float32 bits).
+    dx, dw, db = layer_norm_bwd_op(dy, x, weight, mean, rstd, bool(need_dw), bool(need_db), ctx.bias_dtype)
     return (dx if need_dx else None, dw if need_dw else None, db if need_db else None, None)
 
 

@@ -130,7 +130,7 @@ def _check_x(name: str, x: object) -> torch.Tensor:
         require_dtype(name, x)
     if x.dim() == 0:
         raise ValueError(f"{name}: expected at least 1 dim (..., N), got a scalar")
-    if not x.is_cuda:
+    if not x.is_cuda and not x.is_meta:  # (meta: shapes only, through the op; nothing launches)
         require_runnable_device(name, x)
     return x
 
@@ -185,8 +185,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if d != x.dim() - 1:
         # Not the last dim: one movedim + contiguous copy (torch ops, so autograd and torch.compile see them).
         return softmax(x.movedim(d, -1).contiguous(), -1).movedim(-1, d)
-    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()):
-        return softmax_op(x)
+    if torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled()) or x.is_meta:
+        return softmax_op(x)  # (a meta tensor: the op's shape function, no launch on no data)
     return _softmax_last(x)
 
 
@@ -207,7 +207,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int = -1) -> torch.
     d = _check_dim(dim, y.dim())
     if d != y.dim() - 1:
         return softmax_backward(y.movedim(d, -1).contiguous(), dy.movedim(d, -1).contiguous()).movedim(-1, d)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or y.is_meta:
         return softmax_backward_op(y, dy)
     return _softmax_backward_last(y, dy)
 
