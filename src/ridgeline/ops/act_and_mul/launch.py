@@ -25,6 +25,7 @@ from ridgeline.lib.launch import (
     require_runnable_device,
     require_same_device,
     require_tensor,
+    row_stride,
     stride_alignment,
 )
 from ridgeline.ops.act_and_mul.kernel import (
@@ -82,28 +83,10 @@ def _check_like(name: str, t: object, shape: tuple[int, ...], ref_name: str, ref
     return t
 
 
-def _row_stride(t: torch.Tensor) -> int | None:
-    """Stride between rows when the leading dims merge into one and the last dim is contiguous; None if not."""
-    if t.is_contiguous():
-        return t.shape[-1]
-    shape, strides = t.shape, t.stride()
-    if shape[-1] > 1 and strides[-1] != 1:
-        return None
-    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
-    if not dims:
-        return shape[-1]
-    row = expect = dims[-1][1]
-    for size, stride in reversed(dims):
-        if stride != expect:
-            return None
-        expect = stride * size
-    return row
-
-
 def _input_rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
     """An input and its row stride. Strided rows (x[..., :w] of a wider buffer) are read in place; only a layout
     no single row stride can address (a non-contiguous last dim, unmergeable leading dims) is copied first."""
-    stride = _row_stride(t)
+    stride = row_stride(t)
     if stride is None:
         t = t.contiguous()
         stride = t.shape[-1]
@@ -111,7 +94,7 @@ def _input_rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 def _output_stride(name: str, t: torch.Tensor) -> int:
-    stride = _row_stride(t)
+    stride = row_stride(t)
     if stride is None:
         raise ValueError(f"{name}: rows of shape {tuple(t.shape)}, strides {tuple(t.stride())} are not addressable "
                          "with one row stride (the last dim must be contiguous)")

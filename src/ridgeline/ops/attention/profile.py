@@ -9,13 +9,11 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
-from typing import Any
 
 import torch
 
 from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.lib.peers import module_globals
 from ridgeline.ops.attention.spec import _dims, _window, varlen_lengths
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -47,22 +45,7 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
     return inputs
 
 
-def _modules() -> list[Any]:
-    return [m for name, m in sorted(sys.modules.items()) if m is not None and name.startswith(PACKAGE + ".")
-            and not name.startswith(PACKAGE + ".peers")]
-
-
-@contextlib.contextmanager
-def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
-    values = {"_INTERPRETED": False, "require_runnable_device": lambda *a, **k: None}
-    old = []
-    try:
-        for module in _modules():
-            for k, v in values.items():
-                if k in vars(module):
-                    old.append((module, k, vars(module)[k]))
-                    setattr(module, k, v)
-        yield
-    finally:
-        for module, k, v in reversed(old):
-            setattr(module, k, v)
+def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
+    """The GPU's launch rules while the profiler records launches on a CPU (the interpreter's tiles otherwise)."""
+    return module_globals(PACKAGE, {"_INTERPRETED": False, "require_runnable_device": lambda *a, **k: None},
+                          skip=(PACKAGE + ".peers",))

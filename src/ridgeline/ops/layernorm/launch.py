@@ -19,6 +19,7 @@ from ridgeline.lib.launch import (
     require_runnable_device,
     require_same_device,
     require_tensor,
+    row_stride,
     stride_alignment,
 )
 from ridgeline.ops.layernorm.kernel import (
@@ -98,27 +99,12 @@ def _check_stats(name: str, t: object, m: int, x: torch.Tensor) -> torch.Tensor:
 
 
 # --- row layouts --------------------------------------------------------------------------------------------------
-def _row_stride(t: torch.Tensor) -> int | None:
-    """Element stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
-    if t.is_contiguous():
-        return t.shape[-1]
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        return None
-    dims = [(t.shape[i], t.stride(i)) for i in range(t.dim() - 1) if t.shape[i] != 1]
-    if not dims:
-        return t.shape[-1]
-    row = expect = dims[-1][1]
-    for size, stride in reversed(dims):
-        if stride != expect:
-            return None
-        expect = stride * size
-    return row
 
 
 def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
     """A row input read in place with its row stride (strided rows welcome); copied only when its last dim is not
     contiguous or its leading dims cannot merge into one row stride (an exotic layout: say so, copy once)."""
-    stride = _row_stride(t)
+    stride = row_stride(t)
     if stride is None:
         t = t.contiguous()
         stride = t.shape[-1]

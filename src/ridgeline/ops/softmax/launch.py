@@ -17,6 +17,7 @@ from ridgeline.lib.launch import (
     require_runnable_device,
     require_same_device,
     require_tensor,
+    row_stride,
     stride_alignment,
 )
 from ridgeline.ops.softmax.kernel import (
@@ -35,28 +36,10 @@ _LAUNCHERS = {
 }
 
 
-def _row_stride(t: torch.Tensor) -> int | None:
-    """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
-    if t.is_contiguous():
-        return t.shape[-1]
-    shape, strides = t.shape, t.stride()
-    if shape[-1] > 1 and strides[-1] != 1:
-        return None
-    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
-    if not dims:
-        return shape[-1]
-    row = expect = dims[-1][1]
-    for size, stride in reversed(dims):
-        if stride != expect:
-            return None
-        expect = stride * size
-    return row
-
-
 def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
     """A tensor and its row stride; copied only when its layout cannot be read in place (last dim not contiguous,
     leading dims not mergeable)."""
-    stride = _row_stride(t)
+    stride = row_stride(t)
     if stride is None:
         t = t.contiguous()
         stride = t.shape[-1]

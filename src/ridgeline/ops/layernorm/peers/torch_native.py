@@ -4,17 +4,11 @@ emits in a compiled training graph's backward)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
 from ridgeline.core.registry import register_impl
-
-# Every benchmarked shape is its own static graph; the default recompile limit (8) would silently fall back to eager
-# after a few shapes and make torch.compile look slow.
-COMPILE_RECOMPILE_LIMIT = 512
+from ridgeline.lib.peers import compiled_factory
 
 
 def eager_layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
@@ -35,22 +29,11 @@ def eager_layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.T
     return dx, dw, db
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    def factory() -> Callable[..., Any]:
-        dynamo_config = torch._dynamo.config
-        for knob in ("recompile_limit", "cache_size_limit"):
-            if hasattr(dynamo_config, knob):
-                setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-        return torch.compile(fn, dynamic=False)
-
-    return factory
-
-
 register_impl("layernorm", "torch-eager", "peer", lambda: eager_layer_norm,
               description="torch.nn.functional.layer_norm, eager")
-register_impl("layernorm", "torch-compile", "peer", _compiled(eager_layer_norm),
+register_impl("layernorm", "torch-compile", "peer", compiled_factory(eager_layer_norm),
               description="torch.compile(dynamic=False) of F.layer_norm")
 register_impl("layernorm_bwd", "torch-eager", "peer", lambda: eager_layer_norm_backward,
               description="torch.ops.aten.native_layer_norm_backward on the saved mean/rstd (autograd's kernel)")
-register_impl("layernorm_bwd", "torch-compile", "peer", _compiled(eager_layer_norm_backward),
+register_impl("layernorm_bwd", "torch-compile", "peer", compiled_factory(eager_layer_norm_backward),
               description="torch.compile(dynamic=False) of native_layer_norm_backward (inductor's decomposition)")

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
 from ridgeline.core.registry import register_impl
-
-# Every benchmarked shape is its own static graph; the default recompile limit (8) would silently fall back
-# to eager after a few shapes and make torch.compile look slow.
-COMPILE_RECOMPILE_LIMIT = 512
+from ridgeline.lib.peers import compiled_factory
 
 
 def eager_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -24,21 +18,10 @@ def eager_softmax_bwd(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return torch._softmax_backward_data(dy, y, -1, y.dtype)
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    def factory() -> Callable[..., Any]:
-        dynamo_config = torch._dynamo.config
-        for knob in ("recompile_limit", "cache_size_limit"):
-            if hasattr(dynamo_config, knob):
-                setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-        return torch.compile(fn, dynamic=False)
-
-    return factory
-
-
 register_impl("softmax", "torch-eager", "peer", lambda: eager_softmax, description="torch.softmax(x, dim=-1)")
-register_impl("softmax", "torch-compile", "peer", _compiled(eager_softmax),
+register_impl("softmax", "torch-compile", "peer", compiled_factory(eager_softmax),
               description="torch.compile(dynamic=False) of torch.softmax(x, dim=-1)")
 register_impl("softmax_bwd", "torch-eager", "peer", lambda: eager_softmax_bwd,
               description="torch._softmax_backward_data(dy, y, -1, dtype), autograd's softmax backward")
-register_impl("softmax_bwd", "torch-compile", "peer", _compiled(eager_softmax_bwd),
+register_impl("softmax_bwd", "torch-compile", "peer", compiled_factory(eager_softmax_bwd),
               description="torch.compile(dynamic=False) of torch._softmax_backward_data (inductor decomposes it)")
