@@ -121,3 +121,17 @@ def test_rotary_stays_until_the_last_model_is_undone():
 def test_unsupported_model_is_one_line():
     with pytest.raises(ValueError, match=r"^model: ridgeline.patch supports .*got 'Linear'$"):
         ridgeline.patch(torch.nn.Linear(2, 2))
+
+
+def test_undo_puts_back_a_forward_set_on_the_instance():
+    """accelerate's device hooks (and other wrappers) set `forward` on the module instance: undo restores it."""
+    import types
+
+    model = _model("llama")
+    norm, plain = model.model.norm, model.model.layers[0].input_layernorm
+    hooked = types.MethodType(type(norm).forward, norm)
+    norm.forward = hooked
+    with ridgeline.patch(model, mlp=False, rotary=False, loss=False):
+        assert norm.forward is not hooked and "forward" in plain.__dict__
+    assert norm.__dict__["forward"] is hooked
+    assert "forward" not in plain.__dict__
