@@ -121,3 +121,32 @@ def test_rotary_stays_until_the_last_model_is_undone():
 def test_unsupported_model_is_one_line():
     with pytest.raises(ValueError, match=r"^model: ridgeline.patch supports .*got 'Linear'$"):
         ridgeline.patch(torch.nn.Linear(2, 2))
+
+
+def test_undo_puts_back_a_forward_set_on_the_instance():
+    """accelerate's device hooks (and other wrappers) set `forward` on the module instance: undo restores it."""
+    import types
+
+    model = _model("llama")
+    norm, plain = model.model.norm, model.model.layers[0].input_layernorm
+    hooked = types.MethodType(type(norm).forward, norm)
+    norm.forward = hooked
+    with ridgeline.patch(model, mlp=False, rotary=False, loss=False):
+        assert norm.forward is not hooked and "forward" in plain.__dict__
+    assert norm.__dict__["forward"] is hooked
+    assert "forward" not in plain.__dict__
+
+
+def test_patched_rmsnorm_keeps_hugging_faces_output_dtype():
+    """An fp32 norm weight on bf16 activations (mixed-precision training) gives fp32 out in HF: so does ours."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from ridgeline.nn.patch import _rms_forward
+
+    norm = LlamaRMSNorm(64, eps=1e-5).to(DEVICE)
+    with torch.no_grad():
+        norm.weight.add_(0.3 * torch.randn(64))
+    x = torch.randn(3, 64, device=DEVICE).to(torch.bfloat16)
+    want, got = norm(x), _rms_forward(norm, x)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=1e-2)

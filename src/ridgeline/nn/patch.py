@@ -149,8 +149,19 @@ def _patch_loss(model: torch.nn.Module, result: Patched) -> None:
 
 
 def _swap_forward(module: torch.nn.Module, forward: Callable[..., Any], result: Patched) -> None:
+    # A forward already set on the instance (accelerate's device hooks, another patch) is put back by undo, not
+    # dropped: only a module that had none loses the instance attribute.
+    missing = object()
+    before = module.__dict__.get("forward", missing)
     module.forward = types.MethodType(forward, module)
-    result._undo.append(lambda: module.__dict__.pop("forward", None))
+
+    def undo() -> None:
+        if before is missing:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = before
+
+    result._undo.append(undo)
 
 
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, mlp: bool = True, rotary: bool = True,

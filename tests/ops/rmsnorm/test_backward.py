@@ -253,3 +253,7 @@ def test_rejects_bad_arguments():
         rms_norm_backward(x, x, w, cfg=BwdConfig(4, True, 1))
     with pytest.raises(ValueError, match="rstd is on meta"):
         rms_norm_backward(x, x, w, torch.empty(2, device="meta"))
+    with pytest.raises(TypeError, match="^need_dweight: expected a bool, got str$"):
+        rms_norm_backward(x, x, w, need_dweight="no")  # (was taken as True)
+    with pytest.raises(TypeError, match="^cfg: expected a BwdConfig"):
+        rms_norm_backward(x, x, w, cfg="1-pass")

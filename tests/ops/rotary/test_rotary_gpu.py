@@ -111,6 +111,29 @@ def test_token_stride_of_2_31_elements_or_more():
     torch.cuda.empty_cache()
 
 
+def test_head_offsets_past_2_31_elements():
+    """Heads far apart (a contiguous [B, H, S, D] tensor puts them S * D apart): head * head stride must not wrap
+    at 2^31 in either kernel (the training kernel's head 2 here starts 2^31 + 256 elements in)."""
+    stride = 2**30 + 128
+    big = torch.empty(3 * stride, device="cuda", dtype=torch.bfloat16)  # 6 GiB
+    q = big.as_strided((1, 3, 2, 128), (3 * stride, stride, 128, 1))
+    q.copy_(torch.randn(1, 3, 2, 128, device="cuda"))
+    k = torch.randn(1, 1, 2, 128, device="cuda", dtype=torch.bfloat16)
+    cos, sin = spec_train.hf_cos_sin(torch.tensor([[5, 900]], device="cuda"), 128, torch.bfloat16)
+    for fn in (apply_rotary, apply_rotary_backward):
+        got, want = fn(q, k, cos, sin), fn(q.contiguous(), k, cos, sin)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), fn.__name__
+    qs = big.as_strided((1, 3, 128), (3 * stride, stride, 1))  # serving: one token, heads `stride` apart
+    dense = qs.contiguous()
+    pos = torch.tensor([3000], device="cuda")
+    cache = serving_spec.cos_sin_cache(4096, 128, torch.bfloat16, "cuda")
+    rotary_embedding(pos, dense, None, 128, cache, True)
+    rotary_embedding(pos, qs, None, 128, cache, True)
+    assert torch.equal(qs, dense)
+    del big, q, qs
+    torch.cuda.empty_cache()
+
+
 def test_compiled_training_step_with_cuda_graphs():
     q = torch.randn(2, 256, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2).requires_grad_()
     k = torch.randn(2, 256, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2).requires_grad_()

@@ -226,6 +226,11 @@ def test_bad_input_names_the_argument(index, value, error, match):
         rotary_embedding(*args)
 
 
+def test_config_of_the_wrong_type_is_one_line():
+    with pytest.raises(TypeError, match=r"^config: expected a RotaryConfig \(rules.py\) or None, got str$"):
+        rotary_embedding(*_args(), config="token")  # (failed deep in resolve with an AttributeError)
+
+
 def test_cpu_tensors_need_the_interpreter(monkeypatch):
     import ridgeline.lib.launch as lib
     import ridgeline.ops.rotary.launch as launch

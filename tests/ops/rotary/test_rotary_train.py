@@ -210,3 +210,8 @@ def test_bad_input_names_the_argument(index, value, error, match):
     args[index] = value
     with pytest.raises(error, match=match):
         apply_rotary(*args)
+
+
+def test_config_of_the_wrong_type_is_one_line():
+    with pytest.raises(TypeError, match=r"^config: expected a RotaryConfig \(rules.py\) or None, got str$"):
+        apply_rotary(*_args(), config="token")  # (failed deep in resolve with an AttributeError)

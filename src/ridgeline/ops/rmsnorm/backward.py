@@ -75,7 +75,11 @@ def rms_norm_backward(
         rstd = _validate_rstd(rstd, x, m)
     if dresidual_out is not None:
         dresidual_out = _same_rows("dresidual_out", dresidual_out, x)
-    need_dw = bool(need_dweight) and weight is not None
+    if type(need_dweight) is not bool:
+        raise TypeError(f"need_dweight: expected a bool, got {type(need_dweight).__name__}")
+    if cfg is not None and not isinstance(cfg, BwdConfig):
+        raise TypeError(f"cfg: expected a BwdConfig (rules_bwd.py) or None, got {type(cfg).__name__}")
+    need_dw = need_dweight and weight is not None
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dweight = torch.empty(n, dtype=weight.dtype, device=x.device) if need_dw else None
     if m == 0:

@@ -7,7 +7,8 @@ cos/sin row once (float32 in registers) and reuses it for every head of the grou
 Every output element is computed in float32 from the stored inputs and rounded once, by the same expression
 whatever the launch configuration: results do not depend on the grid, the tile or the batch (batch invariant,
 deterministic, no atomics). Heads of a token may sit anywhere (a token stride and a head stride, in elements),
-so q and k may be strided views of a fused qkv buffer; the last dim must be contiguous. Token offsets are 64-bit.
+so q and k may be strided views of a fused qkv buffer; the last dim must be contiguous. Token and head offsets are
+64-bit.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _rotate_heads_neox(row, head0, head_stride, n_heads, cos, sin, cols, cmask,
     mask = cmask[None, :]
     if MASK_H:
         mask = mask & (h < n_heads)[:, None]
-    ptr = row + h[:, None] * head_stride + cols[None, :]
+    # 64-bit head offsets: heads * head stride may pass 2^31 ([T, H, D] views with heads outermost).
+    ptr = (row + h.to(tl.int64) * head_stride)[:, None] + cols[None, :]
     # Upcast right after the load: float32 math on the GPU, and bf16 arithmetic is wrong in the interpreter.
     x1 = tl.load(ptr, mask=mask).to(tl.float32)
     x2 = tl.load(ptr + HALF, mask=mask).to(tl.float32)
@@ -51,7 +53,7 @@ def _rotate_heads_gptj(row, head0, head_stride, n_heads, cos, sin,
     mask = (cols < 2 * HALF)[None, :]
     if MASK_H:
         mask = mask & (h < n_heads)[:, None]
-    ptr = row + h[:, None] * head_stride + cols[None, :]
+    ptr = (row + h.to(tl.int64) * head_stride)[:, None] + cols[None, :]
     x = tl.load(ptr, mask=mask).to(tl.float32)
     xe, xo = tl.split(tl.reshape(x, (BLOCK_H, HALF_P, 2)))
     oe = xe * cos[None, :] - xo * sin[None, :]
@@ -122,8 +124,10 @@ def _train_heads(src, dst, head0, s_head, d_head, n_heads, c1, c2, s1, s2, cols,
     mask = cmask[None, :]
     if MASK_H:
         mask = mask & (h < n_heads)[:, None]
-    sp = src + h[:, None] * s_head + cols[None, :]
-    dp = dst + h[:, None] * d_head + cols[None, :]
+    # 64-bit head offsets: in a contiguous [B, H, S, D] tensor a head is S * D apart, heads * that may pass 2^31.
+    h64 = h.to(tl.int64)
+    sp = (src + h64 * s_head)[:, None] + cols[None, :]
+    dp = (dst + h64 * d_head)[:, None] + cols[None, :]
     x1 = tl.load(sp, mask=mask).to(tl.float32)
     x2 = tl.load(sp + HALF, mask=mask).to(tl.float32)
     if BACKWARD:

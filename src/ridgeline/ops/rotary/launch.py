@@ -141,6 +141,8 @@ def _validate(positions: object, query: object, key: object, head_size: object, 
         heads_k, k_tok, k_head = _heads("key", key, positions, head_size, query.dtype)
         require_same_device("key", key, "query", query)
     tokens = positions.numel()
+    if config is not None and not isinstance(config, RotaryConfig):
+        raise TypeError(f"config: expected a RotaryConfig (rules.py) or None, got {type(config).__name__}")
     if config is None:
         config = serving_config(tokens, heads_q, heads_k, rot, query.dtype, query.device)
     plan = resolve(config, heads_q, heads_k, rot // 2)

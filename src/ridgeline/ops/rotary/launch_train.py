@@ -98,6 +98,8 @@ def _run(q: torch.Tensor, k: torch.Tensor, cos: object, sin: object, backward: b
     if q.is_cuda and q.get_device() != torch.cuda.current_device():
         with torch.cuda.device(q.device):
             return _run(q, k, c.t, s.t, backward, config)
+    if config is not None and not isinstance(config, RotaryConfig):
+        raise TypeError(f"config: expected a RotaryConfig (rules.py) or None, got {type(config).__name__}")
     if config is None:
         config = train_config(tokens, hq, hk, d, q.dtype, q.device)
     plan = resolve(config, hq, hk, d // 2)
