@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import triton
 
-# The L2 footprint the re-read of a row may use (rows in flight x row bytes): a hot L2 copy ran at ~5.8 TB/s at
-# 16 MiB and ~4.0 at 24 MiB on the H200 (FACTS.md), so keep well under 16 MiB. Guess: the tuner times 4-48 MiB.
+# The L2 footprint the re-read of a row may use (rows in flight x row bytes), for grids capped by it (the tuner's
+# candidates; no shipped rule caps the grid: capped grids were slower, see the module docstring).
 L2_REREAD_BUDGET = 12 * 2**20
-# Widest row held whole in one program's registers (float32 values after the load): 32768 columns over 16 warps is
-# 64 values a thread, the RMSNorm one-pass limit that compiled without spills on sm_90. Guess for this kernel.
-MAX_SINGLE_COLUMNS = 4096  # wider rows: chunks (a 32000-column row in registers ran 25% slower than chunks)
+# Widest row held whole in one program's registers: one chunk. A 32000-column row in registers (16 warps, 64 fp32
+# values a thread) ran 25% slower than 4096-column chunks on the H200 (h200-tune-cross_entropy.json).
+MAX_SINGLE_COLUMNS = 4096
 CHUNK = 4096  # 16 values a thread over 8 warps (measured best against 8192 and 16384)
 FINISH_BLOCK = 1024
 
