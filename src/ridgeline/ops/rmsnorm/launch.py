@@ -18,6 +18,7 @@ from ridgeline.lib.launch import (
     require_runnable_device,
     require_same_device,
     require_tensor,
+    row_stride,
     rows_view,
     stride_alignment,
 )
@@ -116,27 +117,9 @@ def _validate_x(name: str, x: object) -> torch.Tensor:
     return x
 
 
-def _row_stride(t: torch.Tensor) -> int | None:
-    """Stride between rows when the leading dims merge into one row dim and the last dim is contiguous."""
-    if t.is_contiguous():
-        return t.shape[-1]
-    shape, strides = t.shape, t.stride()
-    if shape[-1] > 1 and strides[-1] != 1:
-        return None
-    dims = [(shape[i], strides[i]) for i in range(t.dim() - 1) if shape[i] != 1]
-    if not dims:
-        return shape[-1]
-    row = expect = dims[-1][1]
-    for size, stride in reversed(dims):
-        if stride != expect:
-            return None
-        expect = stride * size
-    return row
-
-
 def _input_rows(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
     """An input and its row stride; copied only when the layout cannot be read in place (as documented)."""
-    stride = _row_stride(x)
+    stride = row_stride(x)
     if stride is None:
         x = x.contiguous()
         stride = x.shape[-1]
@@ -145,7 +128,7 @@ def _input_rows(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 def _output_rows(name: str, t: torch.Tensor) -> int:
     """Row stride of a tensor the kernel writes: it must be addressable in place, rows must not overlap."""
-    stride = _row_stride(t)
+    stride = row_stride(t)
     if stride is None:
         rows_view(name, t)  # raises the detailed error (last dim not contiguous, or unmergeable leading dims)
         raise ValueError(f"{name}: rows of shape {tuple(t.shape)}, strides {tuple(t.stride())} are not addressable")

@@ -12,13 +12,12 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.lib.peers import module_globals
 from ridgeline.ops.rmsnorm.spec import EPS, STRIDE_PAD
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -50,27 +49,11 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
     return inputs
 
 
-def _modules() -> list[Any]:
-    """This package's loaded modules: the launch rules may live in any of them (kernel, launch, rules, split)."""
-    return [m for name, m in sorted(sys.modules.items()) if m is not None and name.startswith(PACKAGE + ".")
-            and not name.startswith(PACKAGE + ".peers")]
-
-
-@contextlib.contextmanager
-def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
+def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
+    """The GPU's launch rules (for `sm_count` SMs) while the profiler records launches on a CPU."""
     values = {"_INTERPRETED": False, "multiprocessor_count": lambda device: sm_count,
               "_sm_count_hint": lambda: sm_count, "require_runnable_device": lambda *a, **k: None}
-    old = []
-    try:
-        for module in _modules():
-            for k, v in values.items():
-                if k in vars(module):
-                    old.append((module, k, vars(module)[k]))
-                    setattr(module, k, v)
-        yield
-    finally:
-        for module, k, v in reversed(old):
-            setattr(module, k, v)
+    return module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",))
 
 
 def describe_launch(spec: OpSpec, case: Case, inputs: Inputs, launch: Any) -> dict[str, Any]:

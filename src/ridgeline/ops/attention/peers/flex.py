@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 from ridgeline.core.registry import Unavailable, register_impl
-
-COMPILE_RECOMPILE_LIMIT = 512
+from ridgeline.lib.peers import compiled as compile_once
 
 
 def _flex() -> Callable[..., Any]:
@@ -24,11 +23,7 @@ def _flex() -> Callable[..., Any]:
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     except ImportError as e:
         raise Unavailable(f"torch {torch.__version__} has no flex_attention: {e}") from None
-    dynamo_config = torch._dynamo.config
-    for knob in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo_config, knob):
-            setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-    compiled = torch.compile(flex_attention, dynamic=False)
+    compiled = compile_once(flex_attention)
     masks: dict[tuple, Any] = {}
 
     def block_mask(sq: int, sk: int, left: int, right: int, cu, device):

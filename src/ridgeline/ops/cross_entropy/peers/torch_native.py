@@ -15,11 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from ridgeline.core.registry import register_impl
+from ridgeline.lib.peers import compiled
 
 IGNORE_INDEX = -100
-# Every benchmarked shape (and variant) is its own static graph; the default recompile limit would silently fall back
-# to eager after a few and make torch.compile look slow.
-COMPILE_RECOMPILE_LIMIT = 512
 
 
 def hf_cross_entropy(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0,
@@ -51,14 +49,6 @@ def fwd_bwd_of(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., tuple[torc
         return loss.detach(), dx
 
     return fwd_bwd
-
-
-def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    dynamo_config = torch._dynamo.config
-    for knob in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo_config, knob):
-            setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-    return torch.compile(fn, dynamic=False)
 
 
 register_impl("cross_entropy", "torch-eager", "peer", lambda: hf_cross_entropy,

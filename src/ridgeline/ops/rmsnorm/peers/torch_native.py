@@ -8,10 +8,7 @@ from typing import Any
 import torch
 
 from ridgeline.core.registry import Unavailable, register_impl
-
-# Every benchmarked shape is its own static graph; the default recompile limit (8) would silently fall back
-# to eager after a few shapes and make torch.compile look slow.
-COMPILE_RECOMPILE_LIMIT = 512
+from ridgeline.lib.peers import compiled_factory
 
 
 def hf_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -48,27 +45,16 @@ def _functional_fused() -> Callable[..., Any]:
     return fused
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    def factory() -> Callable[..., Any]:
-        dynamo_config = torch._dynamo.config
-        for knob in ("recompile_limit", "cache_size_limit"):
-            if hasattr(dynamo_config, knob):
-                setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-        return torch.compile(fn, dynamic=False)
-
-    return factory
-
-
 register_impl("rmsnorm", "torch-eager", "peer", lambda: hf_rms_norm,
               description="Hugging Face LlamaRMSNorm in eager PyTorch")
 register_impl("rmsnorm", "torch-F", "peer", _functional, description="torch.nn.functional.rms_norm")
-register_impl("rmsnorm", "torch-compile", "peer", _compiled(hf_rms_norm),
+register_impl("rmsnorm", "torch-compile", "peer", compiled_factory(hf_rms_norm),
               description="torch.compile(dynamic=False) of the Hugging Face module")
 register_impl("fused_add_rmsnorm", "torch-eager", "peer", lambda: hf_fused_add_rms_norm,
               description="x + residual, then Hugging Face LlamaRMSNorm, eager")
 register_impl("fused_add_rmsnorm", "torch-F", "peer", _functional_fused,
               description="x + residual, then torch.nn.functional.rms_norm")
-register_impl("fused_add_rmsnorm", "torch-compile", "peer", _compiled(hf_fused_add_rms_norm),
+register_impl("fused_add_rmsnorm", "torch-compile", "peer", compiled_factory(hf_fused_add_rms_norm),
               description="torch.compile(dynamic=False) of add + Hugging Face RMSNorm (fuses both)")
 
 
@@ -102,7 +88,7 @@ def eager_fused_add_rms_norm_dynamic_quant(x: torch.Tensor, residual: torch.Tens
 for _op, _fn in (("rmsnorm_fp8", eager_rms_norm_fp8), ("rmsnorm_dynamic_quant", eager_rms_norm_dynamic_quant),
                  ("fused_add_rmsnorm_dynamic_quant", eager_fused_add_rms_norm_dynamic_quant)):
     register_impl(_op, "torch-eager", "peer", (lambda f=_fn: f), description="eager PyTorch, float32 math")
-    register_impl(_op, "torch-compile", "peer", _compiled(_fn), description="torch.compile(dynamic=False) of it")
+    register_impl(_op, "torch-compile", "peer", compiled_factory(_fn), description="torch.compile(dynamic=False) of it")
 
 
 # --- backward contracts (spec_bwd.py): the gradients PyTorch computes for the forward peers above --------------
@@ -156,11 +142,11 @@ register_impl("rmsnorm_bwd", "torch-eager", "peer", lambda: hf_rms_norm_backward
               description="eager PyTorch: the gradients autograd computes for Hugging Face LlamaRMSNorm")
 register_impl("rmsnorm_bwd", "torch-F", "peer", _aten_backward,
               description="aten._fused_rms_norm_backward (F.rms_norm's backward on CUDA)")
-register_impl("rmsnorm_bwd", "torch-compile", "peer", _compiled(hf_rms_norm_backward),
+register_impl("rmsnorm_bwd", "torch-compile", "peer", compiled_factory(hf_rms_norm_backward),
               description="torch.compile(dynamic=False) of the eager backward")
 register_impl("fused_add_rmsnorm_bwd", "torch-eager", "peer", lambda: hf_fused_add_rms_norm_backward,
               description="eager PyTorch: LlamaRMSNorm's gradients plus d residual_out")
 register_impl("fused_add_rmsnorm_bwd", "torch-F", "peer", _aten_fused_backward,
               description="aten._fused_rms_norm_backward, then + d residual_out")
-register_impl("fused_add_rmsnorm_bwd", "torch-compile", "peer", _compiled(hf_fused_add_rms_norm_backward),
+register_impl("fused_add_rmsnorm_bwd", "torch-compile", "peer", compiled_factory(hf_fused_add_rms_norm_backward),
               description="torch.compile(dynamic=False) of the eager backward (fuses the add)")

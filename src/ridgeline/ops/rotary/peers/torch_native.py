@@ -11,16 +11,10 @@ Written from what those functions compute (the float math and the roundings in t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 
 from ridgeline.core.registry import register_impl
-
-# Every benchmarked shape is its own static graph; the default recompile limit (8) would silently fall back to
-# eager after a few shapes and make torch.compile look slow.
-COMPILE_RECOMPILE_LIMIT = 512
+from ridgeline.lib.peers import compiled_factory
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, neox: bool) -> torch.Tensor:
@@ -81,26 +75,15 @@ def hf_apply_rotary_pos_emb_backward(dq: torch.Tensor, dk: torch.Tensor, cos: to
     return dq * cos + rotate_half_t(dq * sin), dk * cos + rotate_half_t(dk * sin)
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    def factory() -> Callable[..., Any]:
-        dynamo_config = torch._dynamo.config
-        for knob in ("recompile_limit", "cache_size_limit"):
-            if hasattr(dynamo_config, knob):
-                setattr(dynamo_config, knob, max(getattr(dynamo_config, knob), COMPILE_RECOMPILE_LIMIT))
-        return torch.compile(fn, dynamic=False)
-
-    return factory
-
-
 register_impl("rotary_embedding", "torch-eager", "peer", lambda: native_rotary_embedding,
               description="vLLM RotaryEmbedding.forward_native in eager PyTorch (new q, k)")
-register_impl("rotary_embedding", "torch-compile", "peer", _compiled(native_rotary_embedding),
+register_impl("rotary_embedding", "torch-compile", "peer", compiled_factory(native_rotary_embedding),
               description="torch.compile(dynamic=False) of vLLM's forward_native (new q, k)")
 register_impl("rotary_train", "torch-eager", "peer", lambda: hf_apply_rotary_pos_emb,
               description="Hugging Face apply_rotary_pos_emb in eager PyTorch")
-register_impl("rotary_train", "torch-compile", "peer", _compiled(hf_apply_rotary_pos_emb),
+register_impl("rotary_train", "torch-compile", "peer", compiled_factory(hf_apply_rotary_pos_emb),
               description="torch.compile(dynamic=False) of Hugging Face apply_rotary_pos_emb")
 register_impl("rotary_train_bwd", "torch-eager", "peer", lambda: hf_apply_rotary_pos_emb_backward,
               description="autograd's backward of Hugging Face apply_rotary_pos_emb, as eager PyTorch")
-register_impl("rotary_train_bwd", "torch-compile", "peer", _compiled(hf_apply_rotary_pos_emb_backward),
+register_impl("rotary_train_bwd", "torch-compile", "peer", compiled_factory(hf_apply_rotary_pos_emb_backward),
               description="torch.compile(dynamic=False) of that backward")
