@@ -100,15 +100,17 @@ def _operands(x2: torch.Tensor, w: torch.Tensor, layout: str) -> tuple[tuple[int
     sbk, sbn = (w.stride(1), w.stride(0)) if layout == "nt" else (w.stride(0), w.stride(1))
     m, k = x2.shape
     n = w.shape[0] if layout == "nt" else w.shape[1]
-    # (a size-1 dim's stride is free: PyTorch may report anything there)
+    # (a size-1 dim's stride is free: PyTorch may report anything there, and it never moves a load; the
+    # descriptor still wants every outer stride 16-byte aligned, so such a stride is replaced by one that is)
+    free = 16 // x2.element_size()
     a_km = sxk != 1 and (sxm == 1 or m == 1)
     a_ok = (sxk == 1 and _aligned(x2, sxm if m > 1 else 16)) or (a_km and _aligned(x2, sxk))
-    if a_km and m == 1:
-        sxm = 1
+    if m == 1:
+        sxm = 1 if a_km else free
     b_kn = sbk != 1 and (sbn == 1 or n == 1)
     b_ok = (sbk == 1 and _aligned(w, sbn if n > 1 else 16)) or (b_kn and _aligned(w, sbk))
-    if b_kn and n == 1:
-        sbn = 1
+    if n == 1:
+        sbn = 1 if b_kn else free
     return (sxm, sxk, sbk, sbn), a_km, b_kn, a_ok and b_ok
 
 
