@@ -150,10 +150,22 @@ def test_torch_compile_fullgraph():
 
 def test_harness_check_passes_on_cpu_cases():
     cases = [Case(s, FP8, m) for s in SPEC.shapes("cpu") for m in ("tensor", "row", "block")]
-    cases += [Case((7, 13, 33), FP8, "block+bias"), Case((0, 64, 128), FP8, "row")]
+    cases += [Case((7, 13, 33), FP8, "block+bias"), Case((0, 64, 128), FP8, "row"), Case((5, 7, 0), FP8, "block")]
     results = ridgeline.check("scaled_mm", ["ridgeline", "torch-eager"], cases=cases, device="cpu")
     bad = [(r.impl, r.shape, r.variant, r.reasons) for r in results if not r.passed]
     assert not bad, bad
+
+
+def test_batch_subset_slices_the_row_scales_of_every_mode():
+    """The harness' batch-invariance runs take rows of a with their scales; K = 0 leaves block scales empty."""
+    for shape, mode in (((5, 7, 0), "block"), ((6, 7, 300), "block"), ((6, 7, 64), "row"), ((6, 7, 64), "tensor")):
+        inputs = SPEC.make_inputs(Case(shape, FP8, mode), "cpu", 0)
+        sub = SPEC.batch_subset(inputs, slice(2, 4))
+        assert sub["a"].shape[0] == 2
+        want = inputs["scale_a"] if mode == "tensor" else inputs["scale_a"][2:4]
+        assert torch.equal(sub["scale_a"], want) and sub["scale_b"] is inputs["scale_b"]
+        (y,) = SPEC.call(scaled_mm, sub)
+        assert y.shape == (2, shape[1])
 
 
 def test_costs():
