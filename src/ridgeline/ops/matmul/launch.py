@@ -9,6 +9,8 @@ dims of x that cannot be viewed as one row dim (a non-viewable batch layout) go 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ridgeline.lib.fastlaunch import CachedLauncher
@@ -158,10 +160,13 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
                   "NUM_STAGES": cfg.num_stages, "TMA": tma, "A_KM": a_km and tma, "B_KN": b_kn and tma,
                   "HAS_BIAS": bias is not None, "UPCAST": _INTERPRETED}
     launcher = _launcher()
-    if tma:  # (the descriptor scratch is allocated by Triton's own launch path)
-        launcher.fn[(grid,)](*args, **constexprs, num_warps=cfg.num_warps, num_stages=1)
-    else:
-        launcher.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": 1})
+    # Triton launches on the current device (and the descriptor scratch is allocated there): make it x's.
+    on_other_gpu = x2.is_cuda and x2.get_device() != torch.cuda.current_device()
+    with torch.cuda.device(x2.device) if on_other_gpu else contextlib.nullcontext():
+        if tma:  # (the descriptor scratch is allocated by Triton's own launch path)
+            launcher.fn[(grid,)](*args, **constexprs, num_warps=cfg.num_warps, num_stages=1)
+        else:
+            launcher.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": 1})
     return y
 
 
