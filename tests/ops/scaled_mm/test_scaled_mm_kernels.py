@@ -53,6 +53,18 @@ def test_block_scales_apply_per_k_block():
     assert ((SPEC.reference(flat)[0] - ref).norm() / ref.norm()).item() > 0.5
 
 
+def test_block_scales_apply_per_n_block():
+    """The weight's 128x128 blocks along N: N = 200 spans two, the second's scales made 2^10 larger; a kernel
+    that indexes scale_b by another block size (or row) than n // 128 is off by that factor on some columns."""
+    case = Case((8, 200, 256), FP8, "block+fp32")
+    inputs = SPEC.make_inputs(case, "cpu", 6)
+    inputs["scale_b"][1] *= 1024.0
+    (y,) = SPEC.call(scaled_mm, inputs)
+    (ref,) = SPEC.reference(inputs)
+    for cols in (slice(0, 128), slice(128, 200)):  # (each block against its own scale: fp32 output, K = 256)
+        assert ((y[:, cols].double() - ref[:, cols]).norm() / ref[:, cols].norm()).item() < 1e-6
+
+
 @pytest.mark.parametrize("variant", ["row+bias", "block+fp16", "tensor+fp32", "row+strided", "block+nmajor",
                                      "row+nmajor", "block+bias+fp32"])
 def test_variants(variant):
