@@ -36,6 +36,30 @@ def test_tiny_audit_writes_record_table_and_plot(tmp_path):
     assert (tmp_path / "rep" / "audit-matmul-ridgeline.png").stat().st_size > 1000
 
 
+def test_listed_values_are_not_cut_at_the_base_shape(monkeypatch):
+    import ridgeline.harness.audit as mod
+
+    seen = []
+    monkeypatch.setattr(mod, "validate_plan", lambda plan, device: (seen.append(plan.shapes), 1 / 0))
+    with pytest.raises(ZeroDivisionError):
+        audit("matmul", "ridgeline", [(1, 32, 32)], dim="M", step_rule="values:1,17,40", dtype="fp16")
+    assert seen == [[(1, 32, 32), (17, 32, 32), (40, 32, 32)]]
+
+
 def test_audit_refuses_unknown_dim():
     with pytest.raises(ValueError, match="--dim"):
         audit("matmul", "ridgeline", [(1, 32, 32)], dim="Q")
+    # (-1 matched no index of the grid: every point was the base shape again)
+    with pytest.raises(ValueError, match="^--dim: expected a dim name"):
+        audit("matmul", "ridgeline", [(1, 32, 32)], dim=-1)
+    with pytest.raises(ValueError, match="^--from/--to: .* --dim"):
+        audit("matmul", "ridgeline", [(1, 32, 32)], start=1, stop=20)
+
+
+def test_work_normalisation_does_not_depend_on_the_first_point():
+    ms = [{"shape": [1, 8, 8], "median_us": 2.0, "sol_us": 1.0, "regime": "graph-cold"}]
+    ms += [{"shape": [m, 8, 8], "median_us": t, "sol_us": None, "bytes": 100, "regime": "host"}
+           for m, t in ((1, 4.0), (2, 8.0))]
+    pts = {(p["regime"], p["shape"][0]): p for p in analyse(ms, 0)}
+    assert pts[("graph-cold", 1)]["ratio"] == 2.0
+    assert pts[("host", 1)]["ratio"] == 1.0 and pts[("host", 2)]["ratio"] == 2.0 and pts[("host", 2)]["cliff"]

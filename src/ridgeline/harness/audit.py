@@ -152,9 +152,10 @@ def analyse(measurements: list[dict[str, Any]], dim: int | None) -> list[dict[st
         pts.append({"shape": list(m["shape"]), "median_us": m["median_us"], "sol_us": sol, "ratio": ratio,
                     "normalized_by": "sol" if sol else "work", "tflops": m.get("tflops"), "gbps": m.get("gbps"),
                     "config": m.get("config", ""), "regime": m["regime"]})
-    if pts and pts[0]["normalized_by"] == "work":
-        best = min(p["ratio"] for p in pts) or 1.0
-        for p in pts:
+    work = [p for p in pts if p["normalized_by"] == "work"]  # (all of them, or a regime without a probed SOL)
+    if work:
+        best = min(p["ratio"] for p in work) or 1.0
+        for p in work:
             p["ratio"] /= best
 
     def line_key(p: dict[str, Any]) -> tuple:
@@ -191,7 +192,12 @@ def audit(
     spec = registry.get_spec(op)
     dt = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     dim_index: int | None = None
+    if dim is None and (start is not None or stop is not None):
+        raise ValueError("--from/--to: they bound the audited dim; name it with --dim")
     if dim is not None:
+        if isinstance(dim, bool) or (isinstance(dim, int) and dim < 0):
+            raise ValueError(f"--dim: expected a dim name ({', '.join(spec.dims) or 'none'}) or an index >= 0; "
+                             f"got {dim!r}")
         if isinstance(dim, int) or str(dim).isdigit():
             dim_index = int(dim)
         elif dim in spec.dims:
@@ -206,6 +212,8 @@ def audit(
             raise ValueError(f"--dim: dim {dim_index} is past the rank of a shape in {[shape_label(s) for s in base]}")
         lo = start if start is not None else 1
         hi = stop if stop is not None else max(s[dim_index] for s in base)
+        if stop is None and step_rule.startswith("values:"):  # the values a user lists bound the grid themselves
+            hi = max([hi, *grid_values(lo, 1 << 62, step_rule)])
         grid = grid_shapes(base, dim_index, grid_values(lo, hi, step_rule))
     else:
         grid = base

@@ -9,7 +9,7 @@ import torch
 import ridgeline
 from ridgeline.core.registry import get_spec, resolve
 from ridgeline.core.spec import Case
-from ridgeline.ops.int4_matmul.launch import int4_matmul
+from ridgeline.ops.int4_matmul.launch import int4_matmul, launch_plan
 from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
 
 pytestmark = pytest.mark.gpu
@@ -57,6 +57,18 @@ def test_more_than_2_31_elements_of_x():
     y = int4_matmul(x, wp, s)
     for rows in (slice(0, 4), slice(m - 4, m)):
         _ok(y[rows], x[rows], wp, s)
+
+
+def test_split_programs_past_2_31_partial_elements():
+    """The ordered reduce reads split s at s * M * N: past 2^31 there with 8 splits of a 81920 x 4096 output
+    (the split_programs override; 10.7 GB of fp32 partials)."""
+    m, n, k = 81920, 4096, 4096
+    wp, s = _weights(n, k)
+    x = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
+    plan = launch_plan(m, n, k, 128, x.device, split_progs=True)
+    assert plan["splits"] * m * n > 2**31 and plan["split_programs"]
+    a = int4_matmul(x, wp, s, split_programs=True)
+    assert torch.equal(a, int4_matmul(x, wp, s, split_programs=False))
 
 
 @pytest.mark.parametrize("op", ["int4_matmul", "pack_int4"])

@@ -108,6 +108,24 @@ def test_errors():
         int4_matmul(x, wp, s.to(torch.int32))
 
 
+def test_errors_when_x_requires_grad():
+    """The autograd path (the custom op) checks its arguments first: the same one-line errors, and a weight on
+    another device is refused instead of dispatching to the op's fake (meta) result."""
+    wp, s = _weights(40, 256)
+    x = torch.randn((2, 256), requires_grad=True)
+    for group, text in ((None, "^group_size: expected one of"), ("abc", "^group_size: expected one of"),
+                        (128.5, "^group_size: expected one of")):
+        with pytest.raises(GroupSizeError, match=text):
+            int4_matmul(x, wp, s, group)
+    with pytest.raises(ValueError, match="^w_packed is on meta but x is on cpu"):
+        int4_matmul(x, wp.to("meta"), s)
+
+
+def test_k_zero_with_leading_dims():
+    y = int4_matmul(torch.randn((2, 3, 0)).half(), torch.empty((4, 0), dtype=torch.uint8), torch.empty((4, 0)).half())
+    assert y.shape == (2, 3, 4) and bool((y == 0).all())
+
+
 def test_pack_exact_and_roundtrip():
     w = torch.randn((7, 384)).to(torch.bfloat16)
     w[1, 128:256] = 0

@@ -77,3 +77,14 @@ def test_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, want)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("m", [16, 1024])  # the pointer-load launch and the TMA launch (descriptor scratch)
+def test_operands_on_another_gpu_than_the_current_one(m):
+    x = torch.randn(m, 4096, device="cuda:1").bfloat16()
+    w = (torch.randn(1024, 4096, device="cuda:1") / 64).bfloat16()
+    assert torch.cuda.current_device() == 0
+    y = matmul(x, w)
+    assert y.device == x.device
+    _close(y, reference_matmul(x, w, None, "nt"), 4096, torch.bfloat16)

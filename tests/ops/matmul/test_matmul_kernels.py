@@ -52,6 +52,20 @@ def test_both_kernel_paths_and_pointer_fallback():
         _close(matmul(x, w), reference_matmul(x, w, None, "nt"), k, torch.float16)
 
 
+def test_single_column_weight_takes_tma_with_an_aligned_stride():
+    # N = 1 (a value head) with K = 13 inside an aligned x buffer: w's row stride (26 B) belongs to a size-1 dim and
+    # must not reach the descriptor (the interpreter, like the GPU, refuses an unaligned descriptor stride).
+    x = torch.randn(80, 16).half()[:, :13]
+    for w, layout in ((torch.randn(1, 13).half(), "nt"), (torch.randn(13, 1).half(), "kn")):
+        _close(matmul(x, w, layout=layout), reference_matmul(x, w, None, layout), 13, torch.float16)
+    xt = torch.randn(1, 16).half()[:, :13]  # M = 1 through the persistent launch (a config override)
+    cfg = rules.INTERPRETER_RULES[-1].config
+    from ridgeline.ops.matmul.launch import matmul_2d
+
+    w = torch.randn(24, 13).half()[:, :13]
+    _close(matmul_2d(xt, w, None, torch.float16, "nt", cfg), reference_matmul(xt, w, None, "nt"), 13, torch.float16)
+
+
 def test_rules_shrink_block_n_to_fill_the_gpu():
     from ridgeline.ops.matmul.profile import gpu_rules
 

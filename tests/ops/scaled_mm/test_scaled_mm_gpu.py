@@ -75,6 +75,28 @@ def test_more_than_2_31_elements():
 
 
 @needs_cuda
+def test_n_major_weight_of_more_than_2_31_elements():
+    """The pointer path's K offsets: an N-major b (stride (1, N)) puts b[n, k] at n + k * N, past 2^31."""
+    m, n, k = 16, 2**31 // 4096 + 64, 4096
+    b = torch.randn(k, n, device="cuda").clamp(-8, 8).to(FP8).t()  # [N, K], stride (1, N)
+    a = torch.randn(m, k, device="cuda").clamp(-8, 8).to(FP8)
+    y = scaled_mm(a, b, torch.ones(m, 1, device="cuda"), torch.ones(n, device="cuda"), torch.float32)
+    cols = torch.tensor([0, n // 2, n - 1], device="cuda")
+    ref = a.float() @ b[cols].float().T
+    torch.testing.assert_close(y[:, cols], ref, atol=1e-2, rtol=1e-4)
+
+
+@needs_cuda
+def test_quantizer_of_a_column_major_x_past_2_31_elements():
+    m, k = 2**31 // 4096 + 64, 4096
+    x = torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t()  # [M, K], stride (1, M)
+    q, s = quantize_fp8_per_token(x)
+    rows = torch.tensor([0, m - 1], device="cuda")
+    rq, rs = quantize_ref(x[rows], 1, k)
+    assert torch.equal(s[rows].flatten(), rs.flatten()) and torch.equal(q[rows].view(torch.uint8), rq.view(torch.uint8))
+
+
+@needs_cuda
 def test_quantizers_bitwise_large():
     x = torch.randn(4096, 28672, device="cuda", dtype=torch.bfloat16)
     q, s = quantize_fp8_per_token(x)

@@ -53,6 +53,18 @@ def test_block_scales_apply_per_k_block():
     assert ((SPEC.reference(flat)[0] - ref).norm() / ref.norm()).item() > 0.5
 
 
+def test_block_scales_apply_per_n_block():
+    """The weight's 128x128 blocks along N: N = 200 spans two, the second's scales made 2^10 larger; a kernel
+    that indexes scale_b by another block size (or row) than n // 128 is off by that factor on some columns."""
+    case = Case((8, 200, 256), FP8, "block+fp32")
+    inputs = SPEC.make_inputs(case, "cpu", 6)
+    inputs["scale_b"][1] *= 1024.0
+    (y,) = SPEC.call(scaled_mm, inputs)
+    (ref,) = SPEC.reference(inputs)
+    for cols in (slice(0, 128), slice(128, 200)):  # (each block against its own scale: fp32 output, K = 256)
+        assert ((y[:, cols].double() - ref[:, cols]).norm() / ref[:, cols].norm()).item() < 1e-6
+
+
 @pytest.mark.parametrize("variant", ["row+bias", "block+fp16", "tensor+fp32", "row+strided", "block+nmajor",
                                      "row+nmajor", "block+bias+fp32"])
 def test_variants(variant):
@@ -150,10 +162,22 @@ def test_torch_compile_fullgraph():
 
 def test_harness_check_passes_on_cpu_cases():
     cases = [Case(s, FP8, m) for s in SPEC.shapes("cpu") for m in ("tensor", "row", "block")]
-    cases += [Case((7, 13, 33), FP8, "block+bias"), Case((0, 64, 128), FP8, "row")]
+    cases += [Case((7, 13, 33), FP8, "block+bias"), Case((0, 64, 128), FP8, "row"), Case((5, 7, 0), FP8, "block")]
     results = ridgeline.check("scaled_mm", ["ridgeline", "torch-eager"], cases=cases, device="cpu")
     bad = [(r.impl, r.shape, r.variant, r.reasons) for r in results if not r.passed]
     assert not bad, bad
+
+
+def test_batch_subset_slices_the_row_scales_of_every_mode():
+    """The harness' batch-invariance runs take rows of a with their scales; K = 0 leaves block scales empty."""
+    for shape, mode in (((5, 7, 0), "block"), ((6, 7, 300), "block"), ((6, 7, 64), "row"), ((6, 7, 64), "tensor")):
+        inputs = SPEC.make_inputs(Case(shape, FP8, mode), "cpu", 0)
+        sub = SPEC.batch_subset(inputs, slice(2, 4))
+        assert sub["a"].shape[0] == 2
+        want = inputs["scale_a"] if mode == "tensor" else inputs["scale_a"][2:4]
+        assert torch.equal(sub["scale_a"], want) and sub["scale_b"] is inputs["scale_b"]
+        (y,) = SPEC.call(scaled_mm, sub)
+        assert y.shape == (2, shape[1])
 
 
 def test_costs():

@@ -65,6 +65,50 @@ def test_zero_rows_and_groups_get_scale_one():
     assert sg[2, 1].item() == 1.0 and sg[1].tolist() == [1.0, 1.0] and bool((qg[2, 128:].float() == 0).all())
 
 
+@pytest.mark.parametrize("group", [None, 128])
+def test_nan_and_inf_follow_the_contract(group):
+    """A NaN makes its row's (group's) amax NaN, so the scale is 1 and the NaN stays NaN in x_fp8 (not -448, not a
+    scale that ignores it); an inf makes the scale inf: finite values quantize to (signed) zero, the inf to NaN."""
+    x = torch.randn(4, 256) * 3
+    x[1, 5], x[2, 200], x[3, 7] = float("nan"), float("inf"), -float("inf")
+    if group is None:
+        (q, s), (eq, es) = quantize_fp8_per_token(x), eager_per_token(x)
+    else:
+        (q, s), (eq, es) = quantize_fp8_per_group(x, group), eager_per_group(x, group)
+    torch.testing.assert_close(s, es, rtol=0, atol=0, equal_nan=True)
+    qf, ef = q.float(), eq.float()
+    assert torch.equal(qf.isnan(), ef.isnan()) and int(qf.isnan().sum()) == 3
+    keep = ~qf.isnan()
+    assert torch.equal(_bits(q)[keep], _bits(eq)[keep])
+    if group is None:  # the two-pass path of rows wider than 16384
+        wide = torch.randn(2, 20000)
+        wide[0, 19999] = float("nan")
+        q, s = quantize_fp8_per_token(wide)
+        assert s[0].item() == 1.0 and q[0, 19999].float().isnan() and int(q.float().isnan().sum()) == 1
+
+
+def test_the_row_count_compiles_nothing_new(monkeypatch):
+    """The persistent grids (a function of M) are runtime values: a serving loop's every new M must not key a
+    fresh compile of the quantizer or the GEMM."""
+    from ridgeline.ops.scaled_mm import launch as mod
+
+    seen: dict[str, list] = {"token": [], "gemm": []}
+    for name, launcher in (("token", mod._PER_TOKEN), ("gemm", mod._GEMM)):
+        def spy(grid, args, constexprs, *rest, _orig=launcher.launch, _name=name, **kw):
+            seen[_name].append((grid, dict(constexprs)))
+            return _orig(grid, args, constexprs, *rest, **kw)
+
+        monkeypatch.setattr(launcher, "launch", spy)
+    b, sb = torch.randn(32, 64).to(FP8), torch.ones(32)
+    for m in (3, 40):
+        x = torch.randn(m, 64)
+        quantize_fp8_per_token(x)
+        mod.scaled_mm(x.to(FP8), b, torch.ones(m, 1), sb)
+    for runs in seen.values():
+        (g0, c0), (g1, c1) = runs
+        assert g0 != g1 and c0 == c1
+
+
 def test_strided_rows_read_in_place():
     base = torch.randn(6, 333)
     x = base[:, :300]

@@ -93,8 +93,10 @@ def _splitk_reduce_kernel(p_ptr, y_ptr, numel, N, stride_ym, SPLITS: tl.constexp
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < numel
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    for s in tl.static_range(SPLITS):
-        total += tl.load(p_ptr + s * numel + offs, mask=mask, other=0.0)
+    p = p_ptr + offs
+    for _ in tl.static_range(SPLITS):
+        total += tl.load(p, mask=mask, other=0.0)
+        p += numel  # (a pointer step: s * numel in 32 bits would wrap past 2^31 partial elements)
     m = offs // N
     n = offs - m * N
     tl.store(y_ptr + m * stride_ym + n, total.to(y_ptr.dtype.element_ty), mask=mask)

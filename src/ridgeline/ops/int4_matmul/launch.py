@@ -65,10 +65,11 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     N-D layout whose leading dims cannot merge: rare, and a copy of x is small next to the weight)."""
     if x.dim() == 2:
         return x
+    m = int(torch.Size(x.shape[:-1]).numel())  # (explicit: a -1 cannot be inferred when K = 0)
     try:
-        return x.view(-1, x.shape[-1])
+        return x.view(m, x.shape[-1])
     except RuntimeError:
-        return x.reshape(-1, x.shape[-1])
+        return x.reshape(m, x.shape[-1])
 
 
 def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
@@ -119,9 +120,10 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     (32, 64, 128 or 256). A row's result does not depend on the batch it is in; repeated calls agree bitwise.
     `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes).
     """
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and getattr(x, "requires_grad", False)):
-        return int4_matmul_op(x, w_packed, scales, int(group_size))
+    # Checked before the custom op too: its dispatch would take a meta tensor's fake result or int() a bad group.
     x, n, k, group_size = _validate(x, w_packed, scales, group_size)
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and x.requires_grad):
+        return int4_matmul_op(x, w_packed, scales, group_size)
     lead = x.shape[:-1]
     x2 = _rows(x)
     y = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)

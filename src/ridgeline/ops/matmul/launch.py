@@ -9,6 +9,8 @@ dims of x that cannot be viewed as one row dim (a non-viewable batch layout) go 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ridgeline.lib.fastlaunch import CachedLauncher
@@ -100,15 +102,17 @@ def _operands(x2: torch.Tensor, w: torch.Tensor, layout: str) -> tuple[tuple[int
     sbk, sbn = (w.stride(1), w.stride(0)) if layout == "nt" else (w.stride(0), w.stride(1))
     m, k = x2.shape
     n = w.shape[0] if layout == "nt" else w.shape[1]
-    # (a size-1 dim's stride is free: PyTorch may report anything there)
+    # (a size-1 dim's stride is free: PyTorch may report anything there, and it never moves a load; the
+    # descriptor still wants every outer stride 16-byte aligned, so such a stride is replaced by one that is)
+    free = 16 // x2.element_size()
     a_km = sxk != 1 and (sxm == 1 or m == 1)
     a_ok = (sxk == 1 and _aligned(x2, sxm if m > 1 else 16)) or (a_km and _aligned(x2, sxk))
-    if a_km and m == 1:
-        sxm = 1
+    if m == 1:
+        sxm = 1 if a_km else free
     b_kn = sbk != 1 and (sbn == 1 or n == 1)
     b_ok = (sbk == 1 and _aligned(w, sbn if n > 1 else 16)) or (b_kn and _aligned(w, sbk))
-    if b_kn and n == 1:
-        sbn = 1
+    if n == 1:
+        sbn = 1 if b_kn else free
     return (sxm, sxk, sbk, sbn), a_km, b_kn, a_ok and b_ok
 
 
@@ -156,10 +160,13 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
                   "NUM_STAGES": cfg.num_stages, "TMA": tma, "A_KM": a_km and tma, "B_KN": b_kn and tma,
                   "HAS_BIAS": bias is not None, "UPCAST": _INTERPRETED}
     launcher = _launcher()
-    if tma:  # (the descriptor scratch is allocated by Triton's own launch path)
-        launcher.fn[(grid,)](*args, **constexprs, num_warps=cfg.num_warps, num_stages=1)
-    else:
-        launcher.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": 1})
+    # Triton launches on the current device (and the descriptor scratch is allocated there): make it x's.
+    on_other_gpu = x2.is_cuda and x2.get_device() != torch.cuda.current_device()
+    with torch.cuda.device(x2.device) if on_other_gpu else contextlib.nullcontext():
+        if tma:  # (the descriptor scratch is allocated by Triton's own launch path)
+            launcher.fn[(grid,)](*args, **constexprs, num_warps=cfg.num_warps, num_stages=1)
+        else:
+            launcher.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": 1})
     return y
 
 

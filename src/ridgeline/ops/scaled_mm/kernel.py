@@ -6,7 +6,7 @@
 - SCALE_BLOCK:  DeepSeek-V3's block scales: each K step of 128 (one scale group) is a fresh fp32 partial product,
                 multiplied by scale_a[m, kb] * scale_b[n // 128, kb] and added to the fp32 accumulator (what
                 DeepSeek's kernels do: the scales differ per K block, so they cannot wait for the epilogue).
-Persistent: a grid of at most NUM_SMS programs walks the output tiles in grouped order (GROUP_M row tiles share
+Persistent: a grid of at most one program per SM walks the output tiles in grouped order (GROUP_M row tiles share
 the B columns they read, so B stays in L2). Operands come through TMA tensor descriptors made on the device
 (USE_TMA: K-contiguous rows at 16-byte aligned strides) or through masked pointer loads (any strides, odd K);
 both feed wgmma through `tl.dot`, pipelined by num_stages. Offsets are 64-bit on the pointer path.
@@ -30,6 +30,28 @@ _EMULATE_ROUND = tl.constexpr(_INTERPRETED)
 
 
 @triton.jit
+def _abs_bits(x):
+    # |x| as int32 bits: non-negative floats order like their bits, and every NaN's bits lie above inf's, so an
+    # integer max of these is the float amax, or a NaN when the row (group) holds one, as torch's amax gives.
+    # (One plain integer reduction: a NaN-propagating float combine in tl.reduce runs ~10x slower interpreted.)
+    return tl.abs(x).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _scale_of(amax):
+    # amax / 448; 1 for an all-zero row or group, and for a NaN amax (NaN > 0 is false), as the contract's
+    # torch.where(amax > 0, amax / 448, 1) gives: the row's NaN then stays NaN in x_fp8.
+    return tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
+
+
+@triton.jit
+def _clamp_fp8(q):
+    # Saturate to +-448, keeping NaN (x / scale of a NaN or of inf / inf) NaN rather than -448.
+    nan = tl.PropagateNan.ALL
+    return tl.minimum(tl.maximum(q, -448.0, propagate_nan=nan), 448.0, propagate_nan=nan)
+
+
+@triton.jit
 def _to_e4m3(q, dtype: tl.constexpr, EMULATE: tl.constexpr):
     # q is already clamped to +-448. The GPU converts with cvt.rn.satfinite (round to nearest even). Triton's CPU
     # interpreter does not carry a rounded-up mantissa into the exponent (125.7 -> 64, not 128): there (EMULATE)
@@ -43,7 +65,9 @@ def _to_e4m3(q, dtype: tl.constexpr, EMULATE: tl.constexpr):
         neg = q.to(tl.int32, bitcast=True) < 0
         q8 = ((tl.abs(q) + big) - big).to(dtype)
         # (its conversion also drops the sign of zero: the sign bit is set on the 8-bit pattern)
-        bits = q8.to(tl.uint8, bitcast=True) | tl.where(neg, 128, 0).to(tl.uint8)
+        # (and its NaN comes out as 384: e4m3fn's NaN is 0x7F, sign aside)
+        mag = tl.where(q != q, 0x7F, q8.to(tl.uint8, bitcast=True)).to(tl.uint8)
+        bits = mag | tl.where(neg, 128, 0).to(tl.uint8)
         return bits.to(dtype, bitcast=True)
     return q.to(dtype)
 
@@ -68,7 +92,7 @@ def _scaled_mm_kernel(
     stride_sam, stride_sak, stride_sbn, stride_sbk,
     SCALE: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr,
+    USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -83,7 +107,7 @@ def _scaled_mm_kernel(
                                            block_shape=[BLOCK_N, BLOCK_K])
     if SCALE == 0:
         s_all = tl.load(sa_ptr).to(tl.float32) * tl.load(sb_ptr).to(tl.float32)
-    for tile in range(pid, num_tiles, NUM_SMS):
+    for tile in range(pid, num_tiles, tl.num_programs(0)):  # (the grid size is not a constexpr: no recompiles)
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -100,9 +124,10 @@ def _scaled_mm_kernel(
             else:
                 offs_k = k0 + tl.arange(0, BLOCK_K)
                 k_mask = offs_k < K
-                a = tl.load(a_ptr + offs_m64[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                offs_k64 = offs_k.to(tl.int64)  # (N-major b: k * N passes 2^31 for a large weight)
+                a = tl.load(a_ptr + offs_m64[:, None] * stride_am + offs_k64[None, :] * stride_ak,
                             mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-                b = tl.load(b_ptr + offs_n64[:, None] * stride_bn + offs_k[None, :] * stride_bk,
+                b = tl.load(b_ptr + offs_n64[:, None] * stride_bn + offs_k64[None, :] * stride_bk,
                             mask=n_mask[:, None] & k_mask[None, :], other=0.0)
             if SCALE == 2:
                 kb = k0 // 128  # BLOCK_K divides 128: one scale group per step
@@ -126,34 +151,35 @@ def _scaled_mm_kernel(
 @triton.jit
 def _quant_per_token_kernel(
     x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_xk, stride_qm,
-    BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr, NUM_SMS: tl.constexpr,
+    BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr,
 ):
-    # One row at a time (persistent over rows); ONE_PASS: the whole row in registers, else two passes over the
-    # row in BLOCK_K chunks (the second read mostly from L2).
-    for row in range(tl.program_id(0), M, NUM_SMS):
+    # One row at a time (persistent over rows; the grid size is a runtime value, so a new M compiles nothing);
+    # ONE_PASS: the whole row in registers, else two passes over the row in BLOCK_K chunks (the second read mostly
+    # from L2). Column offsets are 64-bit: a column-major x's k * stride passes 2^31 past 2^31 elements.
+    for row in range(tl.program_id(0), M, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_xm
         q_row = q_ptr + tl.cast(row, tl.int64) * stride_qm
         if ONE_PASS:
             offs = tl.arange(0, BLOCK_K)
             mask = offs < K
-            x = tl.load(x_row + offs * stride_xk, mask=mask, other=0.0).to(tl.float32)
-            amax = tl.max(tl.abs(x), axis=0)
-            scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
-            q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0)
+            x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
+            amax = tl.max(_abs_bits(x), axis=0).to(tl.float32, bitcast=True)
+            scale = _scale_of(amax)
+            q = _clamp_fp8(tl.math.div_rn(x, scale))
             tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         else:
-            run = tl.zeros((BLOCK_K,), dtype=tl.float32)
+            run = tl.zeros((BLOCK_K,), dtype=tl.int32)
             for k0 in range(0, K, BLOCK_K):
                 offs = k0 + tl.arange(0, BLOCK_K)
-                x = tl.load(x_row + offs * stride_xk, mask=offs < K, other=0.0).to(tl.float32)
-                run = tl.maximum(run, tl.abs(x))
-            amax = tl.max(run, axis=0)
-            scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
+                x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=offs < K, other=0.0).to(tl.float32)
+                run = tl.maximum(run, _abs_bits(x))
+            amax = tl.max(run, axis=0).to(tl.float32, bitcast=True)
+            scale = _scale_of(amax)
             for k0 in range(0, K, BLOCK_K):
                 offs = k0 + tl.arange(0, BLOCK_K)
                 mask = offs < K
-                x = tl.load(x_row + offs * stride_xk, mask=mask, other=0.0).to(tl.float32)
-                q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -448.0), 448.0)
+                x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
+                q = _clamp_fp8(tl.math.div_rn(x, scale))
                 tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         tl.store(s_ptr + row, scale)
 
@@ -174,11 +200,11 @@ def _quant_per_group_kernel(
         group = pid_g * GROUPS + g
         offs_k = group * GROUP + tl.arange(0, GROUP)
         mask = m_mask[:, None] & (offs_k < K)[None, :]
-        x = tl.load(x_ptr + offs_m64[:, None] * stride_xm + offs_k[None, :] * stride_xk, mask=mask,
+        x = tl.load(x_ptr + offs_m64[:, None] * stride_xm + offs_k.to(tl.int64)[None, :] * stride_xk, mask=mask,
                     other=0.0).to(tl.float32)
-        amax = tl.max(tl.abs(x), axis=1)
-        scale = tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
-        q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale[:, None]), -448.0), 448.0)
+        amax = tl.max(_abs_bits(x), axis=1).to(tl.float32, bitcast=True)
+        scale = _scale_of(amax)
+        q = _clamp_fp8(tl.math.div_rn(x, scale[:, None]))
         q8 = _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND)
         tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], q8, mask=mask)
         tl.store(s_ptr + offs_m64 * stride_sm + group * stride_sg, scale, mask=m_mask & (group * GROUP < K))

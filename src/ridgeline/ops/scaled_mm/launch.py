@@ -176,7 +176,7 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     args = (a, b, y, sa, sb, bias if bias is not None else y, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), y.stride(0), y.stride(1), sam, sak, sbn, sbk)
     constexprs = {"SCALE": MODE_CODES[mode], "HAS_BIAS": bias is not None, "BLOCK_M": cfg.block_m,
-                  "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "NUM_SMS": grid,
+                  "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "USE_TMA": use_tma, "NUM_STAGES": cfg.num_stages}
     if a.is_cuda and a.get_device() != torch.cuda.current_device():
         with torch.cuda.device(a.device):
@@ -227,7 +227,7 @@ def _direct_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # Persistent over rows: as many programs as are resident (64 warps an SM), each taking every grid-th row.
     grid = max(1, min(m, multiprocessor_count(x.device) * max(1, 64 // cfg.num_warps)))
     _PER_TOKEN.launch(grid, (x, q, s, m, k, x.stride(0), x.stride(1), q.stride(0)),
-                      {"BLOCK_K": cfg.block_k, "ONE_PASS": cfg.one_pass, "NUM_SMS": grid}, cfg.num_warps)
+                      {"BLOCK_K": cfg.block_k, "ONE_PASS": cfg.one_pass}, cfg.num_warps)
     return q, s
 
 

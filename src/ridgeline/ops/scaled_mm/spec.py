@@ -198,9 +198,10 @@ class ScaledMMSpec(OpSpec):
         return shape[0]
 
     def batch_subset(self, inputs: Inputs, index: slice) -> Inputs:
+        """Rows of a and, in the row and block modes, of scale_a (one row of scales per row of a; also when K = 0
+        leaves the block scales empty). A per-tensor scale is kept."""
         out = dict(inputs, a=inputs["a"][index])
-        if inputs["scale_a"].dim() == 2 and inputs["scale_a"].shape[0] == inputs["a"].shape[0] and \
-                inputs["scale_a"].numel() > 1:
+        if inputs_mode(inputs) != "tensor":
             out["scale_a"] = inputs["scale_a"][index]
         return out
 
