@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from ridgeline.core.registry import Unavailable, register_impl
+from ridgeline.lib.peers import compiled, compiled_factory
 
 BLOCK = 128
 FP8_MAX = 448.0
-COMPILE_RECOMPILE_LIMIT = 512  # every benched shape is its own static graph
 
 
 def _mode(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
@@ -65,19 +65,11 @@ def dequant_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     return torch.nn.functional.linear(da, db, bias)
 
 
-def _raise_recompile_limit() -> None:
-    cfg = torch._dynamo.config
-    for knob in ("recompile_limit", "cache_size_limit"):
-        if hasattr(cfg, knob):
-            setattr(cfg, knob, max(getattr(cfg, knob), COMPILE_RECOMPILE_LIMIT))
-
-
 def _compiled_mm() -> Callable[..., Any]:
     if not torch.cuda.is_available():
         raise Unavailable("torch.compile(max-autotune) of torch._scaled_mm needs a CUDA GPU (none here)")
-    _raise_recompile_limit()
-    scaled = torch.compile(torch_scaled_mm, mode="max-autotune-no-cudagraphs", dynamic=False)
-    dequant = torch.compile(dequant_matmul, mode="max-autotune-no-cudagraphs", dynamic=False)
+    scaled = compiled(torch_scaled_mm, mode="max-autotune-no-cudagraphs")
+    dequant = compiled(dequant_matmul, mode="max-autotune-no-cudagraphs")
 
     def fn(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None):
         pick = dequant if _mode(a, b, scale_a, scale_b) == "block" else scaled
@@ -120,19 +112,11 @@ def eager_per_group(x: torch.Tensor, group: int = BLOCK) -> tuple[torch.Tensor, 
     return q, scale.reshape(m, g)
 
 
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    def factory() -> Callable[..., Any]:
-        _raise_recompile_limit()
-        return torch.compile(fn, dynamic=False)
-
-    return factory
-
-
 register_impl("quantize_fp8_per_token", "torch-eager", "peer", lambda: eager_per_token,
               description="eager PyTorch, float32 math")
-register_impl("quantize_fp8_per_token", "torch-compile", "peer", _compiled(eager_per_token),
+register_impl("quantize_fp8_per_token", "torch-compile", "peer", compiled_factory(eager_per_token),
               description="torch.compile(dynamic=False) of it")
 register_impl("quantize_fp8_per_group", "torch-eager", "peer", lambda: eager_per_group,
               description="eager PyTorch, float32 math")
-register_impl("quantize_fp8_per_group", "torch-compile", "peer", _compiled(eager_per_group),
+register_impl("quantize_fp8_per_group", "torch-compile", "peer", compiled_factory(eager_per_group),
               description="torch.compile(dynamic=False) of it")
