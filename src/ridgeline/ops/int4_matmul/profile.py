@@ -9,13 +9,11 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
-from typing import Any
 
 import torch
 
 from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.lib.peers import module_globals
 from ridgeline.ops.int4_matmul.spec import GROUP, STRIDE_PAD
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -37,23 +35,8 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
             "scales": torch.empty((n, k // GROUP), dtype=sdt, device="meta"), "group_size": GROUP}
 
 
-def _modules() -> list[Any]:
-    return [m for name, m in sorted(sys.modules.items()) if m is not None and name.startswith(PACKAGE + ".")
-            and not name.startswith(PACKAGE + ".peers")]
-
-
-@contextlib.contextmanager
-def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
+def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
+    """The GPU's launch rules (for `sm_count` SMs) while the profiler records launches on a CPU."""
     values = {"interpreter_enabled": lambda: False, "multiprocessor_count": lambda device: sm_count,
               "require_runnable_device": lambda *a, **k: None}
-    old = []
-    try:
-        for module in _modules():
-            for key, value in values.items():
-                if key in vars(module):
-                    old.append((module, key, vars(module)[key]))
-                    setattr(module, key, value)
-        yield
-    finally:
-        for module, key, value in reversed(old):
-            setattr(module, key, value)
+    return module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",))

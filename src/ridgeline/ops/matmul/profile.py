@@ -4,13 +4,12 @@ rules while recording (the interpreter otherwise picks its own small tiles and t
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ridgeline.core.spec import Case, Inputs, OpSpec
+from ridgeline.lib.peers import module_globals
 from ridgeline.ops.matmul.spec import STRIDE_PAD, layout_of, parts
 
 PACKAGE = __name__.rpartition(".")[0]
@@ -32,23 +31,11 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
     return {"x": x, "w": w, "bias": empty(n) if "bias" in p else None, "layout": layout}
 
 
-@contextlib.contextmanager
-def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
+def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
+    """The GPU's launch rules (for `sm_count` SMs) while the profiler records launches on a CPU."""
     values = {"_INTERPRETED": False, "multiprocessor_count": lambda device: sm_count,
               "require_runnable_device": lambda *a, **k: None}
-    old = []
-    try:
-        for name, module in sorted(sys.modules.items()):
-            if module is None or not name.startswith(PACKAGE + ".") or name.startswith(PACKAGE + ".peers"):
-                continue
-            for key, value in values.items():
-                if key in vars(module):
-                    old.append((module, key, vars(module)[key]))
-                    setattr(module, key, value)
-        yield
-    finally:
-        for module, key, value in reversed(old):
-            setattr(module, key, value)
+    return module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",))
 
 
 def describe_launch(spec: OpSpec, case: Case, inputs: Inputs, launch: Any) -> dict[str, Any]:
