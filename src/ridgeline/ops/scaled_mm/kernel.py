@@ -47,8 +47,8 @@ def _scale_of(amax):
 @triton.jit
 def _clamp_fp8(q):
     # Saturate to +-448, keeping NaN (x / scale of a NaN or of inf / inf) NaN rather than -448.
-    nan = tl.PropagateNan.ALL
-    return tl.minimum(tl.maximum(q, -448.0, propagate_nan=nan), 448.0, propagate_nan=nan)
+    return tl.minimum(tl.maximum(q, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
+                      propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
