@@ -194,3 +194,14 @@ def test_interpreter_notices_are_silenced_for_the_cli():
             "and f[3].pattern.startswith('triton') for f in warnings.filters))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_a_meta_tensor_is_one_line_not_a_crash_in_the_interpreter():
+    """Shapes-only tensors have no data: the kernels refuse them by name (they once failed deep in Triton)."""
+    import ridgeline
+
+    x = torch.empty(4, 64, device="meta")
+    with pytest.raises(ValueError, match=r"^x is on the meta device: it has shapes but no data"):
+        ridgeline.rms_norm(x, torch.empty(64, device="meta"))
+    with pytest.raises(ValueError, match=r"^logits is on the meta device"):
+        ridgeline.cross_entropy(x, torch.empty(4, dtype=torch.int64, device="meta"))

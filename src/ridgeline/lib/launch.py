@@ -61,7 +61,10 @@ def require_same_device(name: str, t: torch.Tensor, ref_name: str, ref: torch.Te
 
 
 def require_runnable_device(name: str, t: torch.Tensor) -> None:
-    """Kernels run on CUDA, or anywhere under Triton's CPU interpreter."""
+    """Kernels run on CUDA, or anywhere under Triton's CPU interpreter; never on the meta device (no data)."""
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has shapes but no data for a kernel to read (for "
+                         "shapes only, call the op under torch.compile or FakeTensorMode)")
     if t.device.type == "cuda" or interpreter_enabled():
         return
     raise ValueError(
