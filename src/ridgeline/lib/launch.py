@@ -128,3 +128,18 @@ def row_stride(t: torch.Tensor) -> int | None:
             return None
         expect = stride * size
     return row
+
+
+def require_rows(name: str, x: object, *, allow_meta: bool = False) -> torch.Tensor:
+    """A float tensor of rows (..., hidden) with a non-empty last dim, on a device the kernels run on (a meta
+    tensor too where `allow_meta`: the caller sends it to its op's shape function, nothing launches)."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES:
+        require_tensor(name, x)
+        require_dtype(name, x)
+    if x.dim() == 0:
+        raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
+    if x.shape[-1] == 0:
+        raise ValueError(f"{name}: hidden size (last dim) is 0")
+    if not x.is_cuda and not (allow_meta and x.is_meta):
+        require_runnable_device(name, x)
+    return x

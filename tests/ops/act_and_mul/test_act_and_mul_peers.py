@@ -20,8 +20,8 @@ PEERS = [
     ("liger", "liger-kernel", "liger_kernel", "liger", ("silu_and_mul", "gelu_and_mul", "silu_and_mul_bwd",
                                                           "gelu_and_mul_bwd")),
     ("vllm", "vllm", "vllm", "vllm", ("silu_and_mul", "gelu_and_mul")),
-    ("flashinfer", "flashinfer-python", "flashinfer", "flashinfer", ("silu_and_mul", "gelu_and_mul")),
-    ("sglang", "sgl-kernel", "sgl_kernel", "sglang", ("silu_and_mul", "gelu_and_mul")),
+    ("flashinfer", "flashinfer-python", "flashinfer", "fused_libs", ("silu_and_mul", "gelu_and_mul")),
+    ("sglang", "sgl-kernel", "sgl_kernel", "fused_libs", ("silu_and_mul", "gelu_and_mul")),
 ]
 PAIRS = [(p, op) for p in PEERS for op in p[4]]
 OPS = ("silu_and_mul", "gelu_and_mul", "silu_and_mul_bwd", "gelu_and_mul_bwd")

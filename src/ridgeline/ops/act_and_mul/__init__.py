@@ -11,7 +11,7 @@ import importlib
 from ridgeline.ops.act_and_mul import spec  # noqa: F401  (registers the ops and ours)
 
 # Peers, in the order tables list them: PyTorch first, then the vendors.
-for _peer in ("torch_native", "liger", "vllm", "flashinfer", "sglang"):
+for _peer in ("torch_native", "liger", "vllm", "fused_libs"):
     importlib.import_module(f"ridgeline.ops.act_and_mul.peers.{_peer}")
 
 # Public functions of `ridgeline` this package provides (loaded on first use).

@@ -16,7 +16,7 @@ from ridgeline.lib.launch import (
     FLOAT_DTYPES,
     multiprocessor_count,
     require_dtype,
-    require_runnable_device,
+    require_rows,
     require_same_device,
     require_tensor,
     row_stride,
@@ -40,18 +40,6 @@ _REDUCE = CachedLauncher(_ln_dw_reduce_kernel)
 
 
 # --- argument checks ----------------------------------------------------------------------------------------------
-def _check_x(name: str, x: object) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES:
-        require_tensor(name, x)
-        require_dtype(name, x)
-    if x.dim() == 0:
-        raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
-    if x.shape[-1] == 0:
-        raise ValueError(f"{name}: hidden size (last dim) is 0")
-    if not x.is_cuda and not x.is_meta:  # (meta: shapes only, through the op; nothing launches)
-        require_runnable_device(name, x)
-    return x
-
 
 def _require_vector(name: str, t: object, x: torch.Tensor) -> None:
     """weight / bias: None, or a float tensor of shape (N,) on x's device."""
@@ -265,7 +253,7 @@ def layer_norm(
     kernels) and traceable by ``torch.compile(fullgraph=True)``. A row's result does not depend on how many rows
     are in the call, and repeated calls agree bitwise.
     """
-    x = _check_x("x", x)
+    x = require_rows("x", x, allow_meta=True)
     eps = _check_eps(eps)
     grad = _needs_grad(x, weight, bias)
     if grad or x.is_meta or torch.compiler.is_compiling():
@@ -287,7 +275,7 @@ def layer_norm_forward(
     """``(y, mean, rstd)``: `layer_norm`'s output and what its backward needs, float32 of shape ``[M]`` (M = rows,
     leading dims merged): the row's mean and 1 / sqrt(biased variance + eps), as torch's ``native_layer_norm`` saves
     them (which shapes them ``[..., 1]``). Not differentiable itself (use `layer_norm`)."""
-    x = _check_x("x", x)
+    x = require_rows("x", x, allow_meta=True)
     eps = _check_eps(eps)
     if x.is_meta:  # shapes only (the op's fake)
         _require_vector("weight", weight, x)
@@ -318,8 +306,8 @@ def layer_norm_backward(
     other rows. ``dweight`` is None without a weight or with ``compute_dweight=False``; ``dbias`` None with
     ``compute_dbias=False``.
     """
-    x = _check_x("x", x)
-    dy = _check_x("dy", dy)
+    x = require_rows("x", x, allow_meta=True)
+    dy = require_rows("dy", dy, allow_meta=True)
     if dy.shape != x.shape:
         raise ValueError(f"dy: expected shape {tuple(x.shape)} (same as x), got {tuple(dy.shape)}")
     if dy.dtype != x.dtype:
@@ -347,7 +335,7 @@ _LIB = "ridgeline"
 @torch.library.custom_op(f"{_LIB}::layer_norm", mutates_args=())
 def layer_norm_op(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
                   ) -> torch.Tensor:
-    x = _check_x("x", x)
+    x = require_rows("x", x, allow_meta=True)
     return _forward(x, _check_vector("weight", weight, x), _check_vector("bias", bias, x), _check_eps(eps),
                     stats=False)[0]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 
 from ridgeline.lib.fastlaunch import CachedLauncher
-from ridgeline.lib.launch import multiprocessor_count, require_dtype, require_same_device, require_tensor
+from ridgeline.lib.launch import multiprocessor_count, require_dtype, require_rows, require_same_device, require_tensor
 from ridgeline.lib.rounding import inv_hidden
 from ridgeline.ops.rmsnorm.kernel import _INTERPRETED, row_alignments
 from ridgeline.ops.rmsnorm.kernel_bwd import _dweight_reduce_kernel, _rms_norm_bwd_kernel, bwd_constexprs
-from ridgeline.ops.rmsnorm.launch import _check_eps, _check_float, _input_rows, _validate_weight, _validate_x
+from ridgeline.ops.rmsnorm.launch import _check_eps, _check_float, _input_rows, _validate_weight
 from ridgeline.ops.rmsnorm.rules_bwd import REDUCE_BLOCK_C, REDUCE_BLOCK_P, BwdConfig, bwd_config
 
 _LAUNCHER = CachedLauncher(_rms_norm_bwd_kernel)
@@ -64,7 +64,7 @@ def rms_norm_backward(
     ``need_dweight=False``), summed over rows in float32 in a fixed order: repeated calls agree bitwise, and a
     row's dx does not depend on the other rows in the call.
     """
-    x = _validate_x("x", x)
+    x = require_rows("x", x)
     dy = _same_rows("dy", dy, x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)

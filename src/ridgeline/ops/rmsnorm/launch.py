@@ -15,7 +15,7 @@ from ridgeline.lib.launch import (
     FLOAT_DTYPES,
     multiprocessor_count,
     require_dtype,
-    require_runnable_device,
+    require_rows,
     require_same_device,
     require_tensor,
     row_stride,
@@ -102,19 +102,6 @@ def _validate_weight(weight: torch.Tensor | None, x: torch.Tensor, weight_offset
     if not weight.is_contiguous() or (weight.data_ptr() & 15 and weight.is_cuda):
         weight = weight.clone(memory_format=torch.contiguous_format)  # fresh allocations are 16-byte aligned
     return weight
-
-
-def _validate_x(name: str, x: object) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES:
-        require_tensor(name, x)
-        require_dtype(name, x)
-    if x.dim() == 0:
-        raise ValueError(f"{name}: expected at least 1 dim (..., hidden), got a scalar")
-    if x.shape[-1] == 0:
-        raise ValueError(f"{name}: hidden size (last dim) is 0")
-    if not x.is_cuda:
-        require_runnable_device(name, x)
-    return x
 
 
 def _input_rows(name: str, x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -332,7 +319,7 @@ def rms_norm(
             _validate_out("out", out, x)
         y = rms_norm_op(x, weight, float(eps), float(weight_offset))
         return y if out is None else out.copy_(y)
-    x = _validate_x("x", x)
+    x = require_rows("x", x)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
     weight_offset = float(weight_offset)  # an int 1 would be compiled in as a constant by Triton
@@ -365,7 +352,7 @@ def _validate_fp8_out(out: object, x: torch.Tensor, out_dtype: torch.dtype) -> N
 
 
 def _rms_norm_fp8_static(x, weight, eps, weight_offset, out, out_dtype, scale) -> torch.Tensor:
-    x = _validate_x("x", x)
+    x = require_rows("x", x)
     _check_fp8_request(out_dtype, scale)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
@@ -408,7 +395,7 @@ def rms_norm_dynamic_quant(
         out, scales, residual_out = rms_norm_dynamic_quant_op(x, weight, float(eps), residual,
                                                                    float(weight_offset), quant_dtype)
         return out, scales, residual_out if residual is not None else None
-    x = _validate_x("x", x)
+    x = require_rows("x", x)
     check_quant_dtype("quant_dtype", quant_dtype)
     eps = _check_eps(eps)
     weight = _validate_weight(weight, x, weight_offset)
@@ -465,7 +452,7 @@ def fused_add_rms_norm(
             fused_add_rms_norm_inplace_op(x, residual, weight, float(eps), float(weight_offset))
             return x, residual
         return fused_add_rms_norm_op(x, residual, weight, float(eps), float(weight_offset))
-    x = _validate_x("x", x)
+    x = require_rows("x", x)
     residual = require_tensor("residual", residual)
     if residual.shape != x.shape:
         raise ValueError(f"residual: expected shape {tuple(x.shape)} (same as x), got {tuple(residual.shape)}")
