@@ -25,6 +25,7 @@ $OUT/summary.txt; the exit status is 1 if any command failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import re
@@ -148,6 +149,23 @@ def last_line(log: Path) -> str:
     return (lines[-1] if len(lines) > 1 else "")[:70]
 
 
+def pack(out: Path, name: str) -> Path:
+    """Move everything under `out` except summary.txt into out/NAME.tgz (paths kept relative to out)."""
+    import tarfile
+
+    target = out / f"{name}.tgz"
+    members = sorted(p for p in out.rglob("*") if p.is_file() and p not in (target, out / "summary.txt"))
+    with tarfile.open(target, "w:gz") as tar:
+        for p in members:
+            tar.add(p, arcname=str(p.relative_to(out)))
+    for p in members:
+        p.unlink()
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("plan", nargs="?", help="a plan name in scripts/device/plans/ or a plan file")
@@ -157,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=None,
                     help="wall seconds for the whole plan: each step is capped to what is left, and steps that would "
                          "get under 20 s are skipped (rc 125), so the summary is always written")
+    ap.add_argument("--pack", metavar="NAME",
+                    help="after the steps, move every file under the output folder but summary.txt into NAME.tgz "
+                         "(the device tool brings back at most 8 files)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands and run nothing")
     ap.add_argument("--no-install", action="store_true", help="do not install the wheels in .whl/")
     ap.add_argument("--list", action="store_true", help="list the plans")
@@ -202,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     table += [f"{name:24s} {rc:4d} {secs:7.1f}  {last_line(log) if log else 'skipped: deadline'}"
               for name, rc, secs, log in rows]
     (out / "summary.txt").write_text("\n".join(table) + "\n")
+    if a.pack:
+        pack(out, a.pack)
     print("\n" + "\n".join(table), flush=True)
     return 0 if all(r[1] == 0 for r in rows) else 1
 

@@ -99,3 +99,17 @@ def test_the_deadline_caps_steps_and_skips_what_cannot_run(tmp_path):
     rows = {ln.split()[0]: ln.split()[1] for ln in summary.splitlines()[3:]}
     assert r.returncode == 1 and rows == {"long": "124", "after": "125"}, summary
     assert "skipped: deadline" in summary and "killed after 22 s" in (tmp_path / "o" / "01-long.log").read_text()
+
+
+def test_pack_moves_the_outputs_into_one_tarball(tmp_path):
+    import tarfile
+
+    plan = tmp_path / "many.txt"
+    plan.write_text("a: echo a > $OUT/a.json && mkdir -p $OUT/sub && echo b > $OUT/sub/b.png\nb: echo b\n")
+    out = tmp_path / "o"
+    r = run(plan, "--no-install", "--pack", "results", "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["results.tgz", "summary.txt"]
+    with tarfile.open(out / "results.tgz") as tar:
+        names = sorted(tar.getnames())
+    assert names == ["01-a.log", "02-b.log", "a.json", "sub/b.png"], names

@@ -69,12 +69,17 @@ def test_single_column_weight_takes_tma_with_an_aligned_stride():
 def test_rules_shrink_block_n_to_fill_the_gpu():
     from ridgeline.ops.matmul.profile import gpu_rules
 
-    with gpu_rules(registry.get_spec("matmul"), 132):  # the H200's table: 4096 / 32 = 128 < 2 x 132 programs
-        assert rules.config_for(1, 4096, 4096, torch.bfloat16, torch.device("cpu"))[0].block_n == 16
-        assert rules.config_for(1, 28672, 4096, torch.bfloat16, torch.device("cpu"))[0].block_n == 64
-        assert rules.config_for(4096, 4096, 4096, torch.bfloat16, torch.device("cpu"))[0].tma
+    cpu = torch.device("cpu")
+    with gpu_rules(registry.get_spec("matmul"), 132):  # the H200's table
+        assert rules.config_for(16, 4096, 4096, torch.bfloat16, cpu)[0].block_n == 32  # 64 -> 32, not below
+        assert rules.config_for(16, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 64  # 448 programs already
+        assert rules.config_for(64, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 128
+        assert rules.config_for(128, 4096, 4096, torch.bfloat16, cpu)[0].block_n == 64  # 2 x 64 tiles, not 2 x 32
+        assert rules.config_for(128, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 128
+        assert rules.config_for(4096, 4096, 4096, torch.bfloat16, cpu)[0].tma
     rows = rules.RULES
-    assert rows[-1].max_m >= 1 << 62 and all(a.max_m < b.max_m for a, b in zip(rows, rows[1:]))
+    assert rows[-1].max_m >= 1 << 62 and rows[-1].max_n >= 1 << 62
+    assert all((a.max_m, a.max_n) <= (b.max_m, b.max_n) or a.max_m < b.max_m for a, b in zip(rows, rows[1:]))
     assert rules.pointer_fallback(rows[-1].config).block_n <= 128
 
 

@@ -43,33 +43,48 @@ class GemmConfig:
 
 @dataclass(frozen=True)
 class Rule:
-    max_m: int  # the rule applies for M <= max_m (the first matching row wins)
+    max_m: int  # the rule applies for M <= max_m and N <= max_n (the first matching row wins)
     config: GemmConfig
     why: str
-    shrink_n: bool = False  # pick BLOCK_N from N so that the grid covers TILE_WAVES programs per SM
+    shrink_n: bool = False  # halve BLOCK_N (not below min_block_n) until the grid covers TILE_WAVES programs/SM
+    max_n: int = 1 << 62
+    min_block_n: int = 32
 
 
-# Programs per SM a one-tile-per-program launch aims for (two resident programs hide each other's latency).
-TILE_WAVES = 2
+# Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
+# (docs/results/h200-tune-matmul.json) preferred one wave of 32-wide tiles to two waves of 16-wide ones.
+TILE_WAVES = 1
 
+# Set from the H200 tuning run (h200-tune-matmul.json: the best of 16-27 candidates per shape, timed against
+# cuBLAS in the same process); the figures in each why are that run's.
 RULES: tuple[Rule, ...] = (
+    Rule(4, GemmConfig(16, 32, 512, 4, 4, 1, persistent=False, tma=False),
+         "decode GEMV: 32 weight rows x 512 K a stage, four stages in flight per program; best at 1x4096x4096 "
+         "(13.8 us vs 14.5 at K-steps of 256) and 1x8192x28672 (123.6 us, 0.90x cuBLAS)"),
     Rule(16, GemmConfig(16, 64, 256, 4, 4, 1, persistent=False, tma=False),
-         "decode: bandwidth-bound on the weight; wide K steps keep 16 rows x 512 B of w in flight per stage, "
-         "pointer loads (cp.async) need no descriptor scratch and launch through the cached launcher (guess)",
-         shrink_n=True),
-    Rule(64, GemmConfig(64, 64, 128, 4, 4, 1, persistent=False, tma=False),
-         "small batch: still the weight's bytes; one 64-row tile covers every token (guess)", shrink_n=True),
-    Rule(256, GemmConfig(64, 128, 64, 4, 4, 8, persistent=True, tma=True),
-         "mid M: the 128x256 tile would leave most SMs idle; 64x128 gives N/128 x M/64 tiles (guess)"),
+         "decode batch: 64-wide tiles, K-steps of 256 (best at 16x28672x4096: 60.7 us, 0.94x cuBLAS); narrower "
+         "weights shrink BLOCK_N to keep one program per SM", shrink_n=True),
+    Rule(64, GemmConfig(64, 32, 128, 4, 4, 1, persistent=False, tma=False),
+         "small batch, narrow weight: 32-wide tiles give N/32 programs (best at 64x4096x4096: 10.1 us)",
+         max_n=8192),
+    Rule(64, GemmConfig(64, 128, 64, 4, 4, 1, persistent=False, tma=False),
+         "small batch, wide weight: 128-wide tiles (best at 64x28672x4096: 61.6 us, 0.99x cuBLAS)", shrink_n=True),
+    Rule(128, GemmConfig(64, 128, 64, 4, 5, 8, persistent=True, tma=True),
+         "mid M: 64x128 TMA tiles, five stages (best at 128x8192x8192: 45.1 us); a narrow weight halves BLOCK_N "
+         "until the tiles cover the SMs", shrink_n=True, min_block_n=64),
+    Rule(256, GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True),
+         "mid M: 128x128 TMA tiles, five stages (best at 256x6144x4096: 26.5 us)", shrink_n=True, min_block_n=64),
     Rule(1 << 62, GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True),
-         "compute-bound: the largest tile that fits 3 stages of TMA buffers (147 KiB) and a 128x256 fp32 "
-         "accumulator in two warpgroups; grouped order keeps a band of w in L2 (tutorial 09's H100 choice, guess)"),
+         "compute-bound: 128x256 tiles, 3 stages of TMA buffers (147 KiB), a 128x256 fp32 accumulator over two "
+         "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS)"),
 )
 
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
 INTERPRETER_RULES: tuple[Rule, ...] = (
-    Rule(16, GemmConfig(16, 32, 32, 4, 1, 1, persistent=False, tma=False), "interpreter: decode path", True),
-    Rule(64, GemmConfig(32, 32, 32, 4, 1, 1, persistent=False, tma=False), "interpreter: small batch", True),
+    Rule(16, GemmConfig(16, 32, 32, 4, 1, 1, persistent=False, tma=False), "interpreter: decode path", True,
+         min_block_n=16),
+    Rule(64, GemmConfig(32, 32, 32, 4, 1, 1, persistent=False, tma=False), "interpreter: small batch", True,
+         min_block_n=16),
     Rule(1 << 62, GemmConfig(32, 32, 32, 4, 1, 2, persistent=True, tma=True), "interpreter: persistent path"),
 )
 
@@ -93,10 +108,11 @@ def rules() -> tuple[Rule, ...]:
     return INTERPRETER_RULES if _INTERPRETED else RULES
 
 
-def _shrunk_block_n(n: int, cfg: GemmConfig, sms: int) -> int:
-    """The widest BLOCK_N <= the rule's whose grid still gives TILE_WAVES programs per SM (16 at least: tl.dot)."""
-    bn = cfg.block_n
-    while bn > 16 and -(-n // bn) < TILE_WAVES * sms:
+def _shrunk_block_n(m: int, n: int, rule: Rule, sms: int) -> int:
+    """The widest BLOCK_N <= the rule's whose tiles still give TILE_WAVES programs per SM (min_block_n at least)."""
+    cfg = rule.config
+    bn, m_tiles = cfg.block_n, -(-m // cfg.block_m)
+    while bn > rule.min_block_n and m_tiles * -(-n // bn) < TILE_WAVES * sms:
         bn //= 2
     return bn
 
@@ -104,10 +120,10 @@ def _shrunk_block_n(n: int, cfg: GemmConfig, sms: int) -> int:
 def config_for(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> tuple[GemmConfig, str]:
     """The first rule matching M (with BLOCK_N fitted to N where the rule says so), and its why."""
     for rule in rules():
-        if m <= rule.max_m:
+        if m <= rule.max_m and n <= rule.max_n:
             cfg = rule.config
             if rule.shrink_n:
-                cfg = replace(cfg, block_n=_shrunk_block_n(n, cfg, multiprocessor_count(device)))
+                cfg = replace(cfg, block_n=_shrunk_block_n(m, n, rule, multiprocessor_count(device)))
             return cfg, rule.why
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
