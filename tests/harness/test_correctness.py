@@ -164,3 +164,22 @@ def test_cases_may_be_a_generator():
     cases = (Case((3, 64), d) for d in (torch.float32, torch.bfloat16))
     results = check("rmsnorm", ["ridgeline"], [torch.float32, torch.bfloat16], DEVICE, cases)
     assert sorted(r.dtype for r in results) == ["bf16", "fp32"]
+
+
+def _refuses_one_row(x, w, eps=1e-6):
+    if x.shape[0] == 1:
+        raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED (a stand-in: this kernel needs 16 rows)")
+    return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def test_a_peer_that_refuses_a_one_row_batch_passes_with_a_note():
+    case = Case((64, 256), torch.float32)
+    r = check_case(SPEC, Impl("rmsnorm", "picky", "peer", _refuses_one_row), case, DEVICE)
+    assert r.passed, r.reasons
+    assert r.notes and r.notes[0].startswith("batch invariance not checked: rows 0:1 alone raised RuntimeError")
+
+
+def test_ours_refusing_a_one_row_batch_fails():
+    case = Case((64, 256), torch.float32)
+    r = check_case(SPEC, Impl("rmsnorm", "picky", "ours", _refuses_one_row), case, DEVICE)
+    assert not r.passed and any("CUBLAS_STATUS_NOT_SUPPORTED" in x for x in r.reasons), r.reasons

@@ -6,6 +6,7 @@ import torch
 
 import ridgeline
 from ridgeline.core.spec import Case
+from ridgeline.harness.correctness import only_batch_variance
 from ridgeline.ops.attention.launch import attention
 
 pytestmark = pytest.mark.gpu
@@ -28,7 +29,8 @@ def test_peers_agree_with_the_reference_where_they_run():
     cases = [Case((2, 1024, 8, 8, 128), torch.bfloat16, v) for v in ("", "causal")]
     for name in ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"):
         for r in ridgeline.check("attention", impls=name, cases=cases, device="cuda"):
-            assert r.passed or any("raised" in x or "unavailable" in x for x in r.reasons), (name, r.reasons)
+            assert (r.passed or only_batch_variance(r.reasons)
+                    or any("raised" in x or "unavailable" in x for x in r.reasons)), (name, r.reasons)
 
 
 def test_more_than_2_31_elements():

@@ -75,10 +75,11 @@ def test_split_programs_past_2_31_partial_elements():
 def test_harness_check_gpu(op):
     impls = ["ridgeline", "cublas-bf16", "torch-int4"] if op == "int4_matmul" else ["ridgeline", "torch-eager"]
     results = ridgeline.check(op, impls=impls, dtypes=["bf16"], device="cuda")
-    # Peers may be batch-variant (flagged, still timed); torch's int4 kernel refuses N not a multiple of 8.
+    # Peers may be batch-variant (flagged, still timed); torch's int4 kernel refuses N not a multiple of 8 and an
+    # empty batch (CUDA "invalid argument" at M = 0 on the H200).
     bad = [(r.impl, r.shape, r.variant, r.reasons) for r in results if not r.passed
            and not (r.impl != "ridgeline" and all("batch invariant" in x for x in r.reasons))
-           and not (r.impl == "torch-int4" and r.shape[1] % 8)]
+           and not (r.impl == "torch-int4" and (r.shape[1] % 8 or r.shape[0] == 0))]
     assert not bad, bad
 
 

@@ -6,6 +6,7 @@
 - SCALE_BLOCK:  DeepSeek-V3's block scales: each K step of 128 (one scale group) is a fresh fp32 partial product,
                 multiplied by scale_a[m, kb] * scale_b[n // 128, kb] and added to the fp32 accumulator (what
                 DeepSeek's kernels do: the scales differ per K block, so they cannot wait for the epilogue).
+Both accumulate in fp32 at least every BLOCK_K (the tensor core's own FP8 accumulation is narrower; see the loop).
 Persistent: a grid of at most one program per SM walks the output tiles in grouped order (GROUP_M row tiles share
 the B columns they read, so B stays in L2). Operands come through TMA tensor descriptors made on the device
 (USE_TMA: K-contiguous rows at 16-byte aligned strides) or through masked pointer loads (any strides, odd K);
@@ -135,7 +136,11 @@ def _scaled_mm_kernel(
                 sb = tl.load(sb_ptr + (offs_n64 // 128) * stride_sbn + kb * stride_sbk, mask=n_mask, other=0.0)
                 acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
             else:
-                acc = tl.dot(a, b.T, acc)
+                # Hopper's FP8 wgmma keeps fewer accumulator bits than fp32 (~14, DeepSeek-V3 report, 3.3.2); Triton's
+                # default on sm_90 lets the whole K loop accumulate that way (max_num_imprecise_acc = 2^30), which
+                # missed the contract's tolerance at K >= 14336 on the H200 (0.37 against 0.11). Promoting into the
+                # fp32 accumulator every BLOCK_K, as cuBLAS does without fast accumulation, keeps fp32 sums.
+                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
         if SCALE == 0:
             acc = acc * s_all
         elif SCALE == 1:

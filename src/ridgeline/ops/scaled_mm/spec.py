@@ -185,11 +185,13 @@ class ScaledMMSpec(OpSpec):
     def tolerance_for(self, case: Case, output: str, dtype: torch.dtype) -> Tolerance:
         """y ~ N(0, K * W_STD^2): the output's rounding is relative (rtol: two half-ulps, for peers that round
         a dequantized operand too), the fp32 accumulation error grows with K (a K * 2^-22 share of y's spread,
-        plus one ulp of the output at that spread for near-zero results)."""
+        plus one ulp of the output at that spread for near-zero results). Hopper's FP8 tensor cores add their
+        products with fewer bits than fp32 (~14, DeepSeek-V3 report 3.3.2) before a kernel promotes the partial
+        into fp32: 2^-9 of the spread covers it (the H200 measured 2^-9.5 at K = 300 into an fp32 output)."""
         k = max(case.shape[2], 1)
         eps = OUT_EPS.get(dtype, OUT_EPS[torch.bfloat16])
         spread = math.sqrt(k) * W_STD
-        return Tolerance(atol=spread * (k * 2.0**-22 + 4 * eps), rtol=4 * eps)
+        return Tolerance(atol=spread * (k * 2.0**-22 + 2.0**-9 + 4 * eps), rtol=4 * eps)
 
     def output_dtype(self, name: str, inputs: Inputs) -> torch.dtype:
         return inputs["out_dtype"]

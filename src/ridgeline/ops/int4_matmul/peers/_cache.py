@@ -1,12 +1,15 @@
 """Weight conversions done once per weight, outside the timed calls.
 
 Peers that need their own weight format (bf16 for cuBLAS, torch's tiled int4 pack, Marlin's) convert our packed
-weight on first sight and keep the result keyed by the weight's storage, shape and version counter: an in-place
-refresh of the weight (the harness does one after timing) bumps the version, so a stale conversion is never used.
+weight on first sight and keep the result for that weight tensor object (held by a weak reference) and its version
+counter: an in-place refresh of the weight (the harness does one after timing) bumps the version, and a new weight
+is a new object, so a stale conversion is never used. (Keying by storage address was not enough: a fresh weight
+allocated where a freed one lived got the old conversion; the H200 bench caught it as wrong results.)
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -22,14 +25,15 @@ class WeightCache:
         self._store: OrderedDict[tuple, Any] = OrderedDict()
 
     def get(self, w_packed: torch.Tensor, scales: torch.Tensor, group_size: int) -> Any:
-        key = (w_packed.data_ptr(), tuple(w_packed.shape), w_packed._version, scales.data_ptr(),
-               tuple(scales.shape), scales._version, scales.dtype, group_size, w_packed.device)
-        hit = self._store.get(key)
-        if hit is None:
-            hit = self.convert(w_packed, scales, group_size)
-            self._store[key] = hit
+        key = (id(w_packed), w_packed._version, id(scales), scales._version, group_size)
+        entry = self._store.get(key)
+        if entry is not None and (entry[0]() is not w_packed or entry[1]() is not scales):
+            entry = None  # an id reused by a new tensor after the old one died
+        if entry is None:
+            entry = (weakref.ref(w_packed), weakref.ref(scales), self.convert(w_packed, scales, group_size))
+            self._store[key] = entry
             while len(self._store) > MAX_ENTRIES:
                 self._store.popitem(last=False)
         else:
             self._store.move_to_end(key)
-        return hit
+        return entry[2]
