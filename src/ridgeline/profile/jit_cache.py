@@ -4,7 +4,6 @@ kernels that were not seen launching (compiled through `warmup`, or launched pas
 from __future__ import annotations
 
 import gc
-import warnings
 from typing import Any
 
 from ridgeline.profile.facts import meta
@@ -28,13 +27,15 @@ def compiled_in(fn: Any) -> list[Any]:
 
 
 def _jit_functions() -> list[Any]:
+    """Every live JITFunction. By type(o), never isinstance(o, ...): isinstance falls back to o.__class__, which a
+    dead weakref.proxy among the gc's objects answers with ReferenceError (one left by an earlier torch.compile
+    or test in the process made every in-process GPU profile fail), and some lazily deprecated torch objects
+    answer with a warning."""
     try:
         from triton.runtime.jit import JITFunction
     except ImportError:
         return []
-    with warnings.catch_warnings():  # isinstance on some lazily deprecated torch objects warns
-        warnings.simplefilter("ignore")
-        return [o for o in gc.get_objects() if isinstance(o, JITFunction)]
+    return [o for o in gc.get_objects() if issubclass(type(o), JITFunction)]
 
 
 def jit_snapshot() -> set[int]:

@@ -187,9 +187,14 @@ def _profile_gpu_call(prof: dict[str, Any], spec: Any, impl: str, case: Any, out
     import torch
 
     skip = prof["not_collected"]
+    try:  # (the JIT-cache scan is an extra: its failure must not stop the call running)
+        before: set[int] | None = jit_snapshot()
+    except Exception as e:
+        before = None
+        skip.append({"what": "kernels compiled past the captured launches (JIT caches)",
+                     "why": f"scanning Triton's JIT caches failed: {type(e).__name__}: {e}"})
     try:
         inputs = spec.make_inputs(case, "cuda", seed=0)
-        before = jit_snapshot()
         call = capture_call(spec, impl, case.shape, case.dtype, case.variant, inputs=inputs, sm_count=sms, run=True,
                             require_launch=False)
         torch.cuda.synchronize()
@@ -201,7 +206,13 @@ def _profile_gpu_call(prof: dict[str, Any], spec: Any, impl: str, case: Any, out
     for la in call.launches:
         if la.compiled is not None:
             compiled.setdefault(id(la.compiled), [la.compiled, 0])[1] += 1
-    for ck in jit_new_kernels(before):
+    try:
+        new = jit_new_kernels(before) if before is not None else []
+    except Exception as e:
+        new = []
+        skip.append({"what": "kernels compiled past the captured launches (JIT caches)",
+                     "why": f"scanning Triton's JIT caches failed: {type(e).__name__}: {e}"})
+    for ck in new:
         compiled.setdefault(id(ck), [ck, 0])
     names = Counter(str(meta(ck, "name")) for ck, _ in compiled.values())
     for i, (ck, n) in enumerate(compiled.values()):

@@ -1,7 +1,7 @@
 """RMSNorm's profile hook (found by ridgeline.profile.hooks: the `profile` module of the spec's package).
 
-- `meta_inputs`: the spec's inputs on the meta device (shapes and strides only), so `ridgeline profile` records the
-  launch of any size without memory or a GPU;
+- `meta_inputs`: a forward contract's inputs on the meta device (shapes and strides only), so `ridgeline profile`
+  records the launch of any size without memory or a GPU;
 - `gpu_rules`: while active, the launch rules of every loaded module of this package pick what a CUDA GPU with
   `sm_count` SMs would, even under Triton's CPU interpreter (which takes its own configs for wide rows and
   emulates rounding) and on meta or CPU tensors;
@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -33,6 +34,8 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
     shape, dtype, variant = case.shape, case.dtype, case.variant
     if not shape or any(v in variant for v in ("nan", "inf")):
         return None  # (values matter there: the profiler falls back to real inputs)
+    if spec.name.endswith("_bwd"):
+        return None  # (the backward contracts take other inputs: the profiler makes their own, on the CPU)
     n = shape[-1]
 
     def rows() -> torch.Tensor:  # the spec's layouts: contiguous rows, or rows inside a buffer STRIDE_PAD wider
@@ -49,11 +52,19 @@ def meta_inputs(spec: OpSpec, case: Case) -> Inputs | None:
     return inputs
 
 
-def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def gpu_rules(spec: OpSpec, sm_count: int) -> Iterator[None]:
     """The GPU's launch rules (for `sm_count` SMs) while the profiler records launches on a CPU."""
+    def anywhere(*a: Any, **k: Any) -> None:  # recording only: nothing runs, any device (meta too) will do
+        return None
+
     values = {"_INTERPRETED": False, "multiprocessor_count": lambda device: sm_count,
-              "_sm_count_hint": lambda: sm_count, "require_runnable_device": lambda *a, **k: None}
-    return module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",))
+              "_sm_count_hint": lambda: sm_count, "require_runnable_device": anywhere}
+    # The wrappers check x through lib's require_rows, which calls lib.launch's own require_runnable_device: set
+    # there too, or meta inputs are refused (and, without the interpreter, the CPU inputs after them).
+    with module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",)), \
+            module_globals("ridgeline.lib", {"require_runnable_device": anywhere}):
+        yield
 
 
 def describe_launch(spec: OpSpec, case: Case, inputs: Inputs, launch: Any) -> dict[str, Any]:
