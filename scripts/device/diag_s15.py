@@ -9,22 +9,26 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
+from ridgeline import int4_matmul, pack_int4, unpack_int4
 from ridgeline.core.registry import resolve
-from ridgeline.ops.int4_matmul import int4_matmul, pack_int4, unpack_int4
 from ridgeline.ops.int4_matmul.launch import launch_plan
+
+DEV = "cpu" if "--cpu" in sys.argv else "cuda"  # --cpu: tiny shapes under the interpreter (a dry run of this script)
 
 
 def int4() -> None:
-    for n, k in ((4096, 4096), (8192, 28672)):
-        g = torch.Generator(device="cuda").manual_seed(0)
-        wp, s = pack_int4(torch.randn((n, k), generator=g, device="cuda").to(torch.bfloat16))
-        x = torch.randn((1024, k), device="cuda").to(torch.bfloat16)
+    for n, k in ((64, 256),) if DEV == "cpu" else ((4096, 4096), (8192, 28672)):
+        g = torch.Generator(device=DEV).manual_seed(0)
+        wp, s = pack_int4(torch.randn((n, k), generator=g, device=DEV).to(torch.bfloat16))
+        x = torch.randn((1024 if DEV == "cuda" else 40, k), device=DEV).to(torch.bfloat16)
         ref = x.double() @ unpack_int4(wp, s).double().t()
         full = int4_matmul(x, wp, s)
         print(f"int4 N={n} K={k}: full max err {(full.double() - ref).abs().max().item():.4g}")
-        for m in (*range(1, 18), 32, 33, 64, 65, 128, 256, 257):
+        for m in (*range(1, 18), 32, 33, 64, 65, 128, 256, 257) if DEV == "cuda" else (1, 3, 17, 33):
             y = int4_matmul(x[:m], wp, s)
             plan = {a: b for a, b in launch_plan(m, n, k, 128, x.device).items() if a != "cfg"}
             d = (y.double() - full[:m].double()).abs()
@@ -35,9 +39,10 @@ def int4() -> None:
 
 def softmax_bwd() -> None:
     torch.manual_seed(0)
-    x = 2.0 * torch.randn(4096, 4096, device="cuda")
+    n = 4096 if DEV == "cuda" else 64
+    x = 2.0 * torch.randn(n, n, device=DEV)
     y = torch.softmax(x, -1).to(torch.bfloat16)
-    dy = torch.randn(4096, 4096, device="cuda").to(torch.bfloat16)
+    dy = torch.randn(n, n, device=DEV).to(torch.bfloat16)
     yd, dyd = y.double(), dy.double()
     ref = yd * (dyd - (dyd * yd).sum(-1, keepdim=True))
     rowmax = ref.abs().amax(-1, keepdim=True)
@@ -50,7 +55,7 @@ def softmax_bwd() -> None:
             continue
         err = (out - ref).abs()
         i = int(err.argmax())
-        r, c = divmod(i, 4096)
+        r, c = divmod(i, n)
         tol = 1e-5 + 1.6e-2 * ref.abs()
         print(f"softmax_bwd {name:14s} max err {err.max().item():.4g} at ({r},{c}): ref {ref[r, c].item():.4g} "
               f"out {out[r, c].item():.4g} y {y[r, c].item():.4g} dy {dy[r, c].item():.4g} row max|dx| "
