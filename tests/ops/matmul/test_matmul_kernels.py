@@ -77,6 +77,11 @@ def test_rules_shrink_block_n_to_fill_the_gpu():
         assert rules.config_for(128, 4096, 4096, torch.bfloat16, cpu)[0].block_n == 64  # 2 x 64 tiles, not 2 x 32
         assert rules.config_for(128, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 128
         assert rules.config_for(4096, 4096, 4096, torch.bfloat16, cpu)[0].tma
+        assert rules.config_for(129, 4096, 4096, torch.bfloat16, cpu)[0].block_n == 128  # no 128x64 tiles
+        # 128x256 tiles where they fill the SMs, 128x128 where they would leave most of them idle
+        big = {m: rules.config_for(m, 4096, 4096, torch.bfloat16, cpu)[0] for m in (257, 512, 1024, 4096)}
+        assert (big[257].block_n, big[512].block_n, big[1024].block_n, big[4096].block_n) == (128, 128, 256, 256)
+        assert rules.config_for(1024, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 256
     rows = rules.RULES
     assert rows[-1].max_m >= 1 << 62 and rows[-1].max_n >= 1 << 62
     assert all((a.max_m, a.max_n) <= (b.max_m, b.max_n) or a.max_m < b.max_m for a, b in zip(rows, rows[1:]))

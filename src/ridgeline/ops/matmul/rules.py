@@ -8,6 +8,7 @@ scripts/device/tune_matmul.py to settle on the H200 (one call times every candid
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +50,10 @@ class Rule:
     shrink_n: bool = False  # halve BLOCK_N (not below min_block_n) until the grid covers TILE_WAVES programs/SM
     max_n: int = 1 << 62
     min_block_n: int = 32
+    # A second tile for when the first leaves SMs idle: the one with fewer waves x tile area / rate wins, `rate`
+    # being the alternative's measured throughput per SM relative to the config's.
+    alternative: GemmConfig | None = None
+    alternative_rate: float = 1.0
 
 
 # Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
@@ -73,10 +78,16 @@ RULES: tuple[Rule, ...] = (
          "mid M: 64x128 TMA tiles, five stages (best at 128x8192x8192: 45.1 us); a narrow weight halves BLOCK_N "
          "until the tiles cover the SMs", shrink_n=True, min_block_n=64),
     Rule(256, GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True),
-         "mid M: 128x128 TMA tiles, five stages (best at 256x6144x4096: 26.5 us)", shrink_n=True, min_block_n=64),
+         "mid M: 128x128 TMA tiles, five stages (best at 256x6144x4096: 26.5 us); never narrower: the 128x64 tile "
+         "a shrink gave took 42.4 us at 129x4096x4096 (h200-audit-matmul-ridgeline.json), where 128x128 tiles do "
+         "one wave of the same K in ~26.5"),
     Rule(1 << 62, GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True),
          "compute-bound: 128x256 tiles, 3 stages of TMA buffers (147 KiB), a 128x256 fp32 accumulator over two "
-         "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS)"),
+         "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS); where its tiles leave most SMs "
+         "idle (M = 257..512 at N = 4096: 48-64 tiles, a flat 43.5-44 us in the audit) the 128x128 tile takes over "
+         "by waves x area / rate (rate 0.83: 16384 outputs per 26.5 us against 32768 per 44 us per wave at K = 4096; "
+         "this choice is inferred from those two measurements, not yet timed itself)",
+         alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83),
 )
 
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
@@ -117,13 +128,29 @@ def _shrunk_block_n(m: int, n: int, rule: Rule, sms: int) -> int:
     return bn
 
 
+def _wave_cost(m: int, n: int, cfg: GemmConfig, sms: int, rate: float) -> float:
+    """Time of a persistent launch in units of one tile-area per SM: waves of tiles x the tile's area / rate."""
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    return -(-tiles // sms) * cfg.block_m * cfg.block_n / rate
+
+
 def config_for(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> tuple[GemmConfig, str]:
-    """The first rule matching M (with BLOCK_N fitted to N where the rule says so), and its why."""
-    for rule in rules():
+    """The first rule matching (M, N) (with BLOCK_N fitted to N where the rule says so), and its why."""
+    # Cached: walking the table and fitting the tile took ~11 us of Python per call, on a path whose whole host
+    # time the H200's cold-eager sweep measured at 45-133 us (h200-bench-matmul-sweep-cold-eager.json).
+    return _config_cached(m, n, multiprocessor_count(device), _INTERPRETED)
+
+
+@functools.lru_cache(maxsize=4096)
+def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmConfig, str]:
+    for rule in INTERPRETER_RULES if interpreted else RULES:
         if m <= rule.max_m and n <= rule.max_n:
             cfg = rule.config
             if rule.shrink_n:
-                cfg = replace(cfg, block_n=_shrunk_block_n(m, n, rule, multiprocessor_count(device)))
+                cfg = replace(cfg, block_n=_shrunk_block_n(m, n, rule, sms))
+            if rule.alternative is not None and (
+                    _wave_cost(m, n, rule.alternative, sms, rule.alternative_rate) < _wave_cost(m, n, cfg, sms, 1.0)):
+                cfg = rule.alternative
             return cfg, rule.why
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
