@@ -67,14 +67,20 @@ FWD_RULES: tuple[Rule, ...] = (
 
 DKDV_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 128, 8, 3),
-         "dK and dV accumulators (2 x 128 x 64 fp32) over 8 warps; the least spill on sm_90 of those compiled "
-         "(28 B; 64 x 64 over 4 warps: 312 B)"),
-    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 128, 8, 2),
-         "2 x 128 x 128 fp32 accumulators over 8 warps: spills 64 B on sm_90 (64 x 64: 124 B); open"),
-    Rule("d256", lambda c: True, AttnConfig(32, 64, 8, 2),
-         "D=256: 2 x 64 x 256 fp32 accumulators: spills 196 B on sm_90 but stays on wgmma (32-key tiles fall "
-         "back to mma.sync); open"),
+    # Spill bytes (stores/loads) and registers below: scripts/spills_sm90.py (Triton 3.7.1's ptxas for sm_90, bf16,
+    # full / causal). Beyond the 2 x BLOCK_N x D fp32 accumulators, the [BLOCK_N, BLOCK_M] score tiles (st, pt,
+    # dpt, dst) live across the inner loop, so BLOCK_M is the knob that frees registers without shrinking BLOCK_N
+    # (which sets how often each program re-reads Q and dO). tests/ops/attention/test_attention_spills.py pins 0.
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(32, 128, 8, 3),
+         "2 x 128 x 64 fp32 accumulators over 8 warps, 32-row query tiles: 0 spills, 242/232 registers (64 x 128 "
+         "s3 spilled 80/80 and 28/28 B; 64 x 64 w4: 72 B)"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(16, 128, 8, 2),
+         "2 x 128 x 128 fp32 accumulators over 8 warps, 16-row query tiles: 0 spills, 238 registers (64 x 128 s2 "
+         "spilled 256/260 and 276/292 B; 32 x 128 s2: 0 and 8/8 B; 16 x 128 s3: 0 at 245-255 registers)"),
+    Rule("d256", lambda c: True, AttnConfig(16, 32, 8, 2),
+         "D=256: 2 x 32 x 256 fp32 accumulators over 8 warps: 0 spills, 214/222 registers, but 32-key tiles run "
+         "mma.sync, not wgmma (32 x 64 s2 spilled 192/188 and 196/196 B; 16 x 64 s2, on wgmma: 8/8 and 20/20 B; "
+         "the tuning driver should weigh 16 x 64 against this)"),
 )
 
 DQ_RULES: tuple[Rule, ...] = (

@@ -1,0 +1,54 @@
+"""The dK/dV kernel compiles for sm_90 without register spills at every tile config the GPU launch rules pick.
+
+Spills in the backward's inner loop (local-memory stores and loads per query tile) cost time on Hopper, and a change
+to the kernel or to rules.py could bring them back silently: no CPU test runs the GPU tiles. The launches are
+recorded as `ridgeline profile` records them (meta inputs, the package's `gpu_rules`), compiled ahead of time for
+sm_90 with Triton's bundled ptxas (in a clean child process under the interpreter) and the ptxas report read back
+(scripts/spills_sm90.py prints the same for every attention kernel and for candidate configs).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ridgeline.ops.attention.rules import config_for
+from ridgeline.profile.aot import compile_in_child, compile_launches, interpreter_on
+from ridgeline.profile.launches import capture_call
+
+HEAD_DIMS = (64, 128, 256)
+
+
+@pytest.fixture(scope="module")
+def dkdv_facts(tmp_path_factory) -> dict[tuple[int, bool], dict]:
+    launches, keys = [], []
+    for d in HEAD_DIMS:
+        for causal in (False, True):
+            call = capture_call("attention_bwd", "ridgeline", (1, 1024, 4, 4, d), torch.bfloat16,
+                                "causal" if causal else "")
+            dkdv = [la for la in call.launches if la.name == "_attn_bwd_dkdv"]
+            assert len(dkdv) == 1, [la.name for la in call.launches]
+            cfg = config_for("dkdv", d, causal, interpreted=False)
+            la = dkdv[0]
+            # The recorded launch carries the GPU rule's tile, not the interpreter's 16 x 16.
+            assert (la.args["BLOCK_M"], la.args["BLOCK_N"], la.num_warps, la.num_stages) == (
+                cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages)
+            launches.append(la)
+            keys.append((d, causal))
+    out_dir = tmp_path_factory.mktemp("dkdv-sm90")
+    kernels = compile_in_child(launches, 90, out_dir) if interpreter_on() else compile_launches(launches, 90, out_dir)
+    assert kernels is not None and len(kernels) == len(launches), "each (D, causal) is its own specialization"
+    return dict(zip(keys, kernels, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_dkdv_kernel_does_not_spill_on_sm90(dkdv_facts, d, causal):
+    f = dkdv_facts[(d, causal)]
+    assert f["spill_stores_bytes"] is not None, "ptxas gave no spill report"
+    assert (f["spill_stores_bytes"], f["spill_loads_bytes"]) == (0, 0), (
+        f"dK/dV at D={d} causal={causal} spills {f['spill_stores_bytes']}/{f['spill_loads_bytes']} B on sm_90 "
+        f"({f['registers']} registers): see scripts/spills_sm90.py and rules.DKDV_RULES")
+    assert f["registers"] <= 255
+    assert f["shared_bytes"] <= 227 * 1024  # sm_90's opt-in shared memory per block
