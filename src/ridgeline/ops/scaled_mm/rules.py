@@ -1,6 +1,10 @@
 """Launch rules of the FP8 scaled GEMM and the quantizers: ordered tables of data, first match wins.
 
-GEMM tiles. Every value below is a first guess (no H200 run has timed these kernels yet): the usual Hopper FP8
+GEMM tiles. The values below began as first guesses; the first H200 tuning run (docs/results/
+h200-tune-scaled_mm.json, session 15) confirmed the large-M rows (128x256x128 over 8 warps within 1-6 % of the
+best candidate from M = 256 in row mode, 128x128x128 s4 the best in block mode) and left the decode rows open: its
+timings of tens of microseconds disagreed by up to 2x between near-identical candidates, too noisy to set a rule.
+Where they came from: the usual Hopper FP8
 points (wgmma takes 64 rows per warpgroup, K steps of 128 bytes keep the TMA boxes 128 B wide, 3-6 stages fit the
 228 KB of shared memory) and two facts of FACTS.md: at M <= 64 the weight bytes are the whole cost (a full GPU
 needs >= 132 tiles in flight), at M >= 1024 cuBLAS' row-wise `_scaled_mm` reaches 1074-1264 TFLOP/s, so the large
