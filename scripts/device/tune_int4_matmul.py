@@ -2,16 +2,20 @@
 
 Usage (on the GPU machine, from the repo root, src/ on PYTHONPATH):
   python3 scripts/device/tune_int4_matmul.py [--shapes 1x4096x4096,16x28672x4096] [--json OUT.json]
-                                             [--max-seconds 100] [--rep-ms 10]
+                                             [--max-seconds 100] [--rep-ms 10] [--only-split]
 
 For each (M, N, K) shape (bf16, group 128): cuBLAS on the dequantized bf16 weight (the baseline of the issue's 3x
 target), the shipped rules, and candidates over the tile config (BLOCK_M, BLOCK_N, warps, stages), split programs
-on/off, and the numeric split (rules.splits_for scaled: none, half, the rule, double). Each candidate is checked
-against the float64 reference once and compared BITWISE with the shipped rules' output (`same_bits`: a candidate
-with another numeric split is expected to differ; one with the same split but other tiles must not, or batch
-invariance across the tile rules does not hold), then timed with triton.testing.do_bench_cudagraph over enough
-input sets to exceed the L2 three times (cold L2). A failing config is recorded and skipped, never a crash; when
---max-seconds runs out the shapes left are skipped and said so. The best config per shape is printed last;
+on/off, the numeric split (rules.splits_for scaled: none, half, the rule, double), and the second kernel body
+(layout "split-nibbles", ops/int4_matmul/kernel_split.py: groups per K step, swap-AB; no rule picks it yet; with
+--only-split just cuBLAS, the rules and this body). Each candidate is checked against the float64 reference once
+and compared BITWISE with the shipped rules' output (`same_bits`: a candidate with another numeric split is
+expected to differ; one with the same split but other tiles must not, or batch invariance across the tile rules
+does not hold; a split-nibbles candidate sums each group as two half-K dots, so it differs from the shipped body,
+and `same_bits_family` compares it with the first split-nibbles candidate of the same MMA orientation instead:
+groups per step and BLOCK_M must not change its bits), then timed with triton.testing.do_bench_cudagraph over
+enough input sets to exceed the L2 three times (cold L2). A failing config is recorded and skipped, never a crash;
+when --max-seconds runs out the shapes left are skipped and said so. The best config per shape is printed last;
 everything measured goes to --json.
 """
 
@@ -61,7 +65,22 @@ def candidates(m: int) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
+def split_candidates(m: int) -> list:
+    """The split-nibbles body (a candidate no rule picks yet): decode (M <= 16) gets the grid of the choices that
+    matter (swap-AB or not, groups per step, BLOCK_N, stages; all spill-free at sm_90); larger M a few 32-row tiles
+    only (64-row ones with 2+ groups per step spilled at sm_90), to see where it stops helping."""
+    from ridgeline.ops.int4_matmul.rules import TileConfig
+
+    bm = 16 if m <= 16 else 32
+    grid = [(True, 64, 2, 4), (True, 64, 4, 3), (True, 64, 1, 4), (True, 128, 2, 3), (True, 128, 4, 3),
+            (False, 64, 2, 4), (False, 64, 4, 3), (False, 128, 2, 3)]
+    if m > 16:
+        grid = [(True, 64, 2, 4), (True, 64, 1, 4), (False, 64, 2, 4)]
+    return [TileConfig(bm, bn, 4, stages, layout="split-nibbles", groups_per_step=gps, swap_ab=swap)
+            for swap, bn, gps, stages in grid]
+
+
+def tune_shape(m: int, n: int, k: int, rep_ms: float, only_split: bool = False) -> dict:
     from ridgeline.core.spec import Case
     from ridgeline.ops.int4_matmul import launch as L
     from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
@@ -91,11 +110,16 @@ def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
     cands = [(None, None, base_splits), (None, True, base_splits), (None, False, base_splits)]
     cands += [(c, None, base_splits) for c in candidates(m)]
     cands += [(None, None, sp) for sp in split_opts if sp != base_splits]
+    cands += [(c, None, base_splits) for c in split_candidates(m)]
+    if only_split:  # the shipped body's grid was timed already (2026-12-01): the rules and the new body only
+        cands = [(None, None, base_splits)] + [(c, None, base_splits) for c in split_candidates(m)]
+    family: dict[bool, torch.Tensor] = {}  # split-nibbles: the first output per MMA orientation
     for tile, split_progs, splits in cands:
-        name = ("rules" if tile is None else "BM{} BN{} w{} s{}".format(*tile)) + \
+        name = ("rules" if tile is None else tile.describe() if isinstance(tile, TileConfig) else
+                "BM{} BN{} w{} s{}".format(*tile)) + \
             ("" if split_progs is None else f" split_programs={split_progs}") + \
             ("" if splits == base_splits else f" splits={splits}")
-        cfg = TileConfig(*tile) if tile else None
+        cfg = tile if isinstance(tile, TileConfig) else TileConfig(*tile) if tile else None
         try:
             L.splits_for = (lambda *a, _s=splits: _s)
             y = L.int4_matmul(x0, wp0, s0, cfg=cfg, split_programs=split_progs)
@@ -105,8 +129,11 @@ def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
                 continue
             us = _time([lambda x=x, w=w, sc=s, c=cfg, sp=split_progs: L.int4_matmul(x, w, sc, cfg=c, split_programs=sp)
                         for x, w, s in sets], rep_ms)
-            rows.append({"impl": name, "us": us, "same_bits": bool(torch.equal(y, shipped)),
-                         "weight_GBps": n * k / 2 / us / 1e3})
+            row = {"impl": name, "us": us, "same_bits": bool(torch.equal(y, shipped)),
+                   "weight_GBps": n * k / 2 / us / 1e3}
+            if cfg is not None and cfg.layout == "split-nibbles":
+                row["same_bits_family"] = bool(torch.equal(y, family.setdefault(cfg.swap_ab, y)))
+            rows.append(row)
         except Exception as e:  # a config that fails to compile or launch is a result
             first = str(e).splitlines()[0][:160] if str(e) else ""
             rows.append({"impl": name, "error": f"{type(e).__name__}: {first}"})
@@ -122,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--max-seconds", type=float, default=100.0)
     ap.add_argument("--rep-ms", type=float, default=10.0)
+    ap.add_argument("--only-split", action="store_true",
+                    help="time cuBLAS, the shipped rules and the split-nibbles candidates only")
     args = ap.parse_args(argv)
     shapes = [tuple(int(v) for v in p.lower().split("x")) for p in args.shapes.split(",")]
     t0, results, skipped = time.time(), [], []
@@ -130,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(list(shape))
             continue
         try:
-            results.append(tune_shape(*shape, args.rep_ms))
+            results.append(tune_shape(*shape, args.rep_ms, args.only_split))
         except Exception:
             results.append({"shape": list(shape), "error": traceback.format_exc(limit=3)})
         if args.json:
@@ -147,8 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         rules = next((x["us"] for x in ok if x["impl"] == "rules"), float("nan"))
         ours = [x for x in ok if x["impl"] != "cublas-bf16"]
         best = min(ours, key=lambda x: x["us"]) if ours else {"impl": "-", "us": float("nan")}
+        split = [x for x in ours if "split-nibbles" in x["impl"]]
+        sbest = min(split, key=lambda x: x["us"]) if split else {"impl": "-", "us": float("nan")}
         print(f"{'x'.join(map(str, r['shape'])):>18} {r['sol_us']:7.1f} {cub:8.1f} {rules:8.1f} {best['us']:8.1f}"
               f"  {cub / best['us']:7.2f}x  {best['impl']} ({best.get('same_bits')})")
+        if split:
+            family_ok = all(x.get("same_bits_family", True) for x in split)
+            print(f"{'':>18} split-nibbles best {sbest['us']:.1f} us ({cub / sbest['us']:.2f}x cuBLAS): "
+                  f"{sbest['impl']}; same bits within its family: {family_ok}")
     if skipped:
         print(f"skipped (time): {skipped}")
     return 0

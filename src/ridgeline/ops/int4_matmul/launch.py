@@ -19,7 +19,14 @@ from ridgeline.lib.launch import (
     require_tensor,
 )
 from ridgeline.ops.int4_matmul.pack import check_group
-from ridgeline.ops.int4_matmul.rules import TileConfig, split_programs, splits_for, tile_config
+from ridgeline.ops.int4_matmul.rules import (
+    GROUPS_PER_STEP,
+    LAYOUTS,
+    TileConfig,
+    split_programs,
+    splits_for,
+    tile_config,
+)
 
 X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 SCALE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -60,6 +67,30 @@ def _validate(x: object, w_packed: object, scales: object, group_size: object) -
     return x, n, k, group_size
 
 
+def check_config(cfg: object) -> TileConfig:
+    """A caller's tile config (the tuning driver's candidates), refused with a one-line error before any launch."""
+    if not isinstance(cfg, TileConfig):
+        raise TypeError(f"cfg: expected a rules.TileConfig, got {type(cfg).__name__}")
+    if cfg.layout not in LAYOUTS:
+        raise ValueError(f"cfg: layout must be one of {', '.join(LAYOUTS)}; got {cfg.layout!r}")
+    if cfg.layout == "interleaved":
+        if cfg.groups_per_step != 1 or cfg.swap_ab:
+            raise ValueError("cfg: groups_per_step and swap_ab are split-nibbles options; the interleaved layout "
+                             f"takes groups_per_step=1, swap_ab=False (got {cfg.groups_per_step}, {cfg.swap_ab})")
+        return cfg
+    for name in ("block_m", "block_n"):  # tl.dot's minimum of 16 in every dimension; powers of two for arange
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
+            raise ValueError(f"cfg: {name} must be a power of two >= 16 for the split-nibbles layout; got {v!r}")
+    if cfg.groups_per_step not in GROUPS_PER_STEP:
+        raise ValueError(f"cfg: groups_per_step must be one of {', '.join(map(str, GROUPS_PER_STEP))}; got "
+                         f"{cfg.groups_per_step!r}")
+    if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
+        raise ValueError(f"cfg: num_warps must be 1, 2, 4, 8 or 16 and num_stages >= 1; got {cfg.num_warps}, "
+                         f"{cfg.num_stages}")
+    return cfg
+
+
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """x as [M, K] without a copy where strides allow (any 2-D strides are read in place); else a copy (an exotic
     N-D layout whose leading dims cannot merge: rare, and a copy of x is small next to the weight)."""
@@ -95,19 +126,44 @@ def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: t
     cfg, splits, per_split = plan["cfg"], plan["splits"], plan["split_programs"]
     n_groups = k // group_size
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=x2.device) if per_split else y
-    dot_fp32 = x2.dtype == torch.float32 or interpreter_enabled()
-    _int4_mm_kernel[plan["grid"]](
-        x2, w_packed, scales, y, partials,
-        m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
-        n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
-        GROUP=group_size, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SPLITS=splits, SPLIT_PROGRAMS=per_split,
-        DOT_FP32=dot_fp32, IEEE=x2.dtype == torch.float32 and not interpreter_enabled(),
-        INTERPRETED=interpreter_enabled(),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    if cfg.layout == "split-nibbles":
+        _launch_split(x2, w_packed, scales, y, partials, group_size, cfg, plan)
+    else:
+        _int4_mm_kernel[plan["grid"]](
+            x2, w_packed, scales, y, partials,
+            m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
+            n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
+            GROUP=group_size, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SPLITS=splits, SPLIT_PROGRAMS=per_split,
+            DOT_FP32=x2.dtype == torch.float32 or interpreter_enabled(),
+            IEEE=x2.dtype == torch.float32 and not interpreter_enabled(), INTERPRETED=interpreter_enabled(),
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
     if per_split:
         _splitk_reduce_kernel[(-(-(m * n) // REDUCE_BLOCK),)](
             partials, y, m * n, n, y.stride(0), SPLITS=splits, BLOCK=REDUCE_BLOCK, num_warps=4)
+
+
+def _launch_split(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor,
+                  partials: torch.Tensor, group_size: int, cfg: TileConfig, plan: dict[str, Any]) -> None:
+    """The split-nibbles candidate (kernel_split.py): same grid, splits and partials as the shipped body."""
+    from ridgeline.ops.int4_matmul.kernel_split import _int4_mm_split_kernel
+
+    m, k = x2.shape
+    n = w_packed.shape[0]
+    n_groups = k // group_size
+    interp = interpreter_enabled()
+    # Dequantize: 1 = fp16 bit trick, 2 = bf16 bit trick, 0 = integers to fp32 (fp32 x; bf16 in the interpreter,
+    # whose bf16 math is wrong). Dot: 0 = tensor cores, 1 = fp32 IEEE, 2 = the interpreter's explicit sum.
+    deq = {torch.float16: 1, torch.bfloat16: 0 if interp else 2}.get(x2.dtype, 0)
+    dot = 2 if interp else (1 if x2.dtype == torch.float32 else 0)
+    _int4_mm_split_kernel[plan["grid"]](
+        x2, w_packed, scales, y, partials,
+        m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
+        n_groups, -(-n_groups // plan["splits"]), plan["m_tiles"], m * n,
+        GROUP=group_size, GROUPS_PER_STEP=cfg.groups_per_step, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        SPLITS=plan["splits"], SPLIT_PROGRAMS=plan["split_programs"], SWAP_AB=cfg.swap_ab, DEQ_MODE=deq,
+        DOT_MODE=dot, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
 
 
 def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, group_size: int = 128,
@@ -118,10 +174,13 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     strided, bytes contiguous). scales: [N, K // group_size] bf16/fp16/fp32 (any strides). Returns [..., N] in x's
     dtype, accumulated in fp32. M = 0 returns an empty result without a launch. K must be a multiple of group_size
     (32, 64, 128 or 256). A row's result does not depend on the batch it is in; repeated calls agree bitwise.
-    `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes).
+    `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes);
+    `cfg.layout="split-nibbles"` runs the candidate body of kernel_split.py.
     """
     # Checked before the custom op too: its dispatch would take a meta tensor's fake result or int() a bad group.
     x, n, k, group_size = _validate(x, w_packed, scales, group_size)
+    if cfg is not None:
+        check_config(cfg)
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and x.requires_grad):
         return int4_matmul_op(x, w_packed, scales, group_size)
     lead = x.shape[:-1]
@@ -170,4 +229,4 @@ def _backward(ctx: Any, dy: torch.Tensor) -> tuple:
 
 int4_matmul_op.register_autograd(_backward, setup_context=_setup)
 
-__all__ = ["int4_matmul", "launch_plan", "X_DTYPES"]
+__all__ = ["check_config", "int4_matmul", "launch_plan", "X_DTYPES"]

@@ -15,6 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Kernel bodies: "interleaved" (kernel.py, the shipped one) and "split-nibbles" (kernel_split.py, a tuning
+# candidate for decode bandwidth that no rule below picks until the H200 has timed it).
+LAYOUTS = ("interleaved", "split-nibbles")
+GROUPS_PER_STEP = (1, 2, 4, 8)
+
 
 @dataclass(frozen=True)
 class TileConfig:
@@ -23,9 +28,15 @@ class TileConfig:
     num_warps: int
     num_stages: int
     why: str = ""
+    layout: str = "interleaved"
+    groups_per_step: int = 1  # split-nibbles: quantization groups per K step (BLOCK_K = group * this)
+    swap_ab: bool = False  # split-nibbles: y^T = W x^T (the weight tile is the MMA's M operand)
 
     def describe(self) -> str:
-        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+        text = f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+        if self.layout != "interleaved":
+            text += f" {self.layout} g{self.groups_per_step}" + (" swapAB" if self.swap_ab else "")
+        return text
 
 
 # (max M, config): the first row whose max M >= M.
