@@ -93,7 +93,7 @@ def _scaled_mm_kernel(
     stride_sam, stride_sak, stride_sbn, stride_sbk,
     SCALE: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr,
+    USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, DEFER_SCALE: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -117,6 +117,11 @@ def _scaled_mm_kernel(
         offs_m64 = offs_m.to(tl.int64)
         offs_n64 = offs_n.to(tl.int64)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SCALE == 2 and DEFER_SCALE:
+            # The previous K step's partial and its scales: it is scaled into acc after this step's dot is issued.
+            prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            prev_sa = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            prev_sb = tl.zeros((BLOCK_N,), dtype=tl.float32)
         for ki in tl.range(0, k_tiles, num_stages=NUM_STAGES):
             k0 = ki * BLOCK_K
             if USE_TMA:
@@ -134,13 +139,23 @@ def _scaled_mm_kernel(
                 kb = k0 // 128  # BLOCK_K divides 128: one scale group per step
                 sa = tl.load(sa_ptr + offs_m64 * stride_sam + kb * stride_sak, mask=m_mask, other=0.0)
                 sb = tl.load(sb_ptr + (offs_n64 // 128) * stride_sbn + kb * stride_sbk, mask=n_mask, other=0.0)
-                acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
+                if DEFER_SCALE:
+                    # A tuning candidate: the step's dot result is consumed one iteration later, so its wgmma can
+                    # run while the previous partial is scaled (in place, each step waits for its own dot). The
+                    # same products, scales and additions in the same order: the same bits (acc += 0 * 0 first).
+                    part = tl.dot(a, b.T)
+                    acc += prev * (prev_sa[:, None] * prev_sb[None, :])
+                    prev, prev_sa, prev_sb = part, sa, sb
+                else:
+                    acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
             else:
                 # Hopper's FP8 wgmma keeps fewer accumulator bits than fp32 (~14, DeepSeek-V3 report, 3.3.2); Triton's
                 # default on sm_90 lets the whole K loop accumulate that way (max_num_imprecise_acc = 2^30), which
                 # missed the contract's tolerance at K >= 14336 on the H200 (0.37 against 0.11). Promoting into the
                 # fp32 accumulator every BLOCK_K, as cuBLAS does without fast accumulation, keeps fp32 sums.
                 acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        if SCALE == 2 and DEFER_SCALE:
+            acc += prev * (prev_sa[:, None] * prev_sb[None, :])
         if SCALE == 0:
             acc = acc * s_all
         elif SCALE == 1:
