@@ -88,7 +88,8 @@ def test_check_shows_a_peers_notes_in_the_table_and_the_json(tmp_path):
                      "    if x.shape[0] == 1:\n"
                      "        raise RuntimeError('needs [16] rows')\n"
                      "    xf = x.float()\n"
-                     "    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)\n")
+                     "    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()\n"
+                     "    return y.to(x.dtype)\n")
     out = tmp_path / "check.json"
     r = runner.invoke(app, ["check", "rmsnorm", "--impl", f"{picky}:f", "--dtype", "fp32", "--shapes", "4x64",
                             "--json", str(out)], env={"COLUMNS": "250"})
