@@ -47,9 +47,12 @@ def softmax_bwd() -> None:
     ref = yd * (dyd - (dyd * yd).sum(-1, keepdim=True))
     rowmax = ref.abs().amax(-1, keepdim=True)
     for name in ("ridgeline", "torch-eager", "liger", "torch-compile"):
+        impl = resolve("softmax_bwd", name)
+        if not impl.available:  # (its fn is None: say why instead of "'NoneType' object is not callable")
+            print(f"softmax_bwd {name}: unavailable: {impl.reason}")
+            continue
         try:
-            fn = resolve("softmax_bwd", name).fn
-            out = fn(y, dy).double()
+            out = impl.fn(y, dy).double()
         except Exception as e:  # noqa: BLE001 - a peer that cannot run is reported, the rest go on
             print(f"softmax_bwd {name}: {type(e).__name__}: {e}")
             continue

@@ -197,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"keep: {' '.join(plan.keep)}")
         return 0
     out = Path(a.out or os.environ.get("OUT") or ROOT / "out" / plan.name).resolve()
+    start = time.monotonic()  # (before the wheels' install: the deadline is the whole run's)
     out.mkdir(parents=True, exist_ok=True)
     env = prepare(out, install=not a.no_install)
     rows = []
-    start = time.monotonic()
     for i, step in enumerate(steps, 1):
         if a.deadline is not None:
             left = a.deadline - (time.monotonic() - start) - 5

@@ -77,3 +77,24 @@ def test_bench_where_nothing_passes_exits_1(tmp_path):
 def test_probe_without_gpu_says_so():
     r = runner.invoke(app, ["probe"])
     assert r.exit_code == 2 and "no CUDA device" in r.output
+
+
+def test_check_shows_a_peers_notes_in_the_table_and_the_json(tmp_path):
+    # A (user) implementation that refuses a one-row batch passes on its full batch; what was not checked is
+    # said in the table, the summary line and the JSON.
+    picky = tmp_path / "picky.py"
+    picky.write_text("import torch\n"
+                     "def f(x, weight, eps):\n"
+                     "    if x.shape[0] == 1:\n"
+                     "        raise RuntimeError('needs [16] rows')\n"
+                     "    xf = x.float()\n"
+                     "    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()\n"
+                     "    return y.to(x.dtype)\n")
+    out = tmp_path / "check.json"
+    r = runner.invoke(app, ["check", "rmsnorm", "--impl", f"{picky}:f", "--dtype", "fp32", "--shapes", "4x64",
+                            "--json", str(out)], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert "1 passed (1 with notes), 0 failed" in r.output
+    assert "note" in r.output and "batch invariance not checked" in r.output and "needs [16] rows" in r.output
+    (d,) = json.loads(out.read_text())
+    assert d["passed"] and d["notes"][0].startswith("batch invariance not checked: rows 0:1 alone raised RuntimeError")

@@ -244,3 +244,23 @@ def test_a_slow_call_is_timed_over_at_least_two_rounds():
     t = time_cpu(lambda: (calls.append(1), time.sleep(0.02)), budget_s=0.001)
     assert t.n == 6 and len(t.samples_us) == 6 and len(calls) == 7  # (one warm-up call)
     assert min(t.samples_us) >= 0.02e6
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_a_timed_implementation_carries_its_checks_notes(tmp_path):
+    path = tmp_path / "picky.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def picky(x, weight, eps):
+            if x.shape[0] == 1:
+                raise RuntimeError("needs more rows")
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    """))
+    out = tmp_path / "run.json"
+    bench("rmsnorm", ["ridgeline", f"{path}:picky"], [(4, 256)], [torch.float32], budget_s=0.02, json_path=out)
+    d = json.loads(out.read_text())
+    by_impl = {m["impl"]: m for m in d["measurements"]}
+    assert "check_notes" not in by_impl["ridgeline"]
+    assert by_impl[f"{path}:picky"]["check_notes"][0].startswith("batch invariance not checked")
+    assert next(c for c in d["checks"] if c["impl"] == f"{path}:picky")["notes"]

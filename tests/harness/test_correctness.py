@@ -183,3 +183,34 @@ def test_ours_refusing_a_one_row_batch_fails():
     case = Case((64, 256), torch.float32)
     r = check_case(SPEC, Impl("rmsnorm", "picky", "ours", _refuses_one_row), case, DEVICE)
     assert not r.passed and any("CUBLAS_STATUS_NOT_SUPPORTED" in x for x in r.reasons), r.reasons
+
+
+def test_a_peer_that_raises_on_every_call_fails():
+    def always(x, w, eps=1e-6):
+        raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+
+    r = check_case(SPEC, Impl("rmsnorm", "broken", "peer", always), Case((64, 256), torch.float32), DEVICE)
+    assert not r.passed and not r.notes and any("CUBLAS_STATUS_NOT_SUPPORTED" in x for x in r.reasons), r.reasons
+
+
+def test_a_peer_wrong_on_a_one_row_batch_still_fails():
+    def wrong_alone(x, w, eps=1e-6):  # runs on one row, but computes it wrong there
+        y = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+        return y * 1.5 if x.shape[0] == 1 else y
+
+    r = check_case(SPEC, Impl("rmsnorm", "picky", "peer", wrong_alone), Case((64, 256), torch.float32), DEVICE)
+    assert not r.passed and not r.notes and any("not batch invariant" in x for x in r.reasons), r.reasons
+
+
+def test_a_contract_whose_batch_subset_raises_is_a_harness_error_not_a_note():
+    from ridgeline.core.spec import OpSpec
+
+    class BrokenSubset(type(SPEC)):
+        def batch_subset(self, inputs, index):
+            raise KeyError("the contract's own bug")
+
+    spec = BrokenSubset.__new__(BrokenSubset)
+    spec.__dict__.update(SPEC.__dict__)
+    assert isinstance(spec, OpSpec)
+    r = check_case(spec, Impl("rmsnorm", "picky", "peer", _refuses_one_row), Case((64, 256), torch.float32), DEVICE)
+    assert not r.passed and r.harness_error and not r.notes, r.reasons

@@ -113,3 +113,28 @@ def test_pack_moves_the_outputs_into_one_tarball(tmp_path):
     with tarfile.open(out / "results.tgz") as tar:
         names = sorted(tar.getnames())
     assert names == ["01-a.log", "02-b.log", "a.json", "sub/b.png"], names
+
+
+def test_the_deadline_counts_the_setup_too(tmp_path, monkeypatch):
+    # The wheels' install (prepare) is part of the run the deadline bounds: 26 s with 2 s of setup leaves 19 s
+    # (5 s kept for the summary), under the 20 s a step needs, so the step is skipped and the summary written.
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("run_plan_under_test", DRIVER)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, mod)  # (its dataclasses look their module up)
+    spec.loader.exec_module(mod)
+    slow, real = [], mod.prepare
+
+    def slow_prepare(out, install):
+        slow.append(1)
+        time.sleep(2)
+        return real(out, install=False)
+
+    monkeypatch.setattr(mod, "prepare", slow_prepare)
+    plan = tmp_path / "one.txt"
+    plan.write_text("quick: echo hi\n")
+    assert mod.main([str(plan), "--deadline", "26", "--out", str(tmp_path / "o")]) == 1 and slow
+    summary = (tmp_path / "o" / "summary.txt").read_text()
+    assert "skipped: deadline" in summary and " 125 " in summary, summary

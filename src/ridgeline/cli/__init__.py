@@ -151,7 +151,9 @@ def check(
         run_check(op, impls, dtypes, device, cases, seed, on_result=on_result)
     console.print(render.check_table(results, f"check {op} on {device}"))
     failed = [r for r in results if not r.passed]
-    console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    noted = sum(bool(r.notes) for r in results if r.passed)
+    console.print(f"{len(results) - len(failed)} passed{f' ({noted} with notes)' if noted else ''}, "
+                  f"{len(failed)} failed")
     if json_out:
         json_out.write_text(json.dumps([r.to_dict() for r in results], indent=1))
     if failed:

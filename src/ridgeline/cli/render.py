@@ -41,7 +41,9 @@ def check_table(results: list[CheckResult], title: str) -> Table:
     for r in results:
         outs = r.outputs or [None]
         for j, o in enumerate(outs):
-            verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/] " + "; ".join(r.reasons)
+            verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/] " + escape("; ".join(r.reasons))
+            if r.notes:  # what the check could not check (a peer refusing a smaller batch): said, not hidden
+                verdict += "\n[yellow]note[/]: " + escape("; ".join(r.notes))
             t.add_row(
                 r.impl if j == 0 else "", r.label if j == 0 else "", o.name if o else "-",
                 _fmt(o.max_abs_err) if o else "-", _fmt(o.worst_ratio, ".2f") if o else "-",
@@ -83,7 +85,9 @@ def _verdict(m: dict[str, Any]) -> str:
     if m.get("suspect"):
         kinds = sorted({str(r).split(":")[0] for r in m["suspect"]})
         return "[red]SUSPECT[/]: " + escape(", ".join(kinds))
-    return "[yellow]caveat[/]" if m.get("caveat") else ""
+    if m.get("caveat"):
+        return "[yellow]caveat[/]"
+    return "[yellow]note[/]: " + escape("; ".join(map(str, m["check_notes"]))) if m.get("check_notes") else ""
 
 
 def _pct(v: float | None) -> float | None:

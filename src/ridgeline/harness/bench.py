@@ -206,6 +206,7 @@ def run_bench(
         regimes = regimes_for(plan.regimes, case, device, spec)
         passing: list[Impl] = []
         caveats: dict[str, str] = {}
+        notes: dict[str, list[str]] = {}
         for impl in impls:
             tick(f"check {impl.name} {case.label()}")
             key = (spec.name, impl.name, tuple(case.shape), dtype_name(case.dtype), case.variant)
@@ -221,6 +222,8 @@ def run_bench(
                 done = result
             if done["passed"]:
                 passing.append(impl)
+                if done.get("notes"):  # what the check could not check: said beside each of its timings
+                    notes[impl.name] = list(done["notes"])
             elif impl.source != "ours" and only_batch_variance(done.get("reasons") or []):
                 # Right values, rows not batch invariant: timed and flagged (a peer's speed still matters;
                 # ours must pass everything).
@@ -252,6 +255,8 @@ def run_bench(
                 m = {**_failure_base(spec.name, impl, case), "source": impl.source, **timing.to_dict()}
                 if impl.name in caveats:
                     m["caveat"] = caveats[impl.name]
+                if impl.name in notes:
+                    m["check_notes"] = notes[impl.name]
                 place_on_roofline(m, spec, case, profile)
                 suspect = timing.suspect + guards.faster_than_light(m, profile)
                 if suspect:  # kept for the record, never counted as a speedup or a win

@@ -37,3 +37,18 @@ def test_a_new_weight_at_a_freed_weights_address_is_converted_afresh():
         del w, s
         gc.collect()
     assert len(calls) == 20
+
+
+def test_a_dead_weights_conversion_is_dropped_with_it():
+    cache, calls = _counting()
+    w, s = torch.randint(0, 255, (8, 4), dtype=torch.uint8), torch.rand(8, 1)
+    keep_w, keep_s = torch.randint(0, 255, (8, 4), dtype=torch.uint8), torch.rand(8, 1)
+    cache.get(w, s, 8)
+    kept = cache.get(keep_w, keep_s, 8)
+    assert len(cache._store) == 2
+    del w
+    gc.collect()
+    assert len(cache._store) == 1  # the dead weight's conversion went with it (a big bf16 copy on a GPU)
+    del s  # its scales dying later touches nothing else
+    gc.collect()
+    assert len(cache._store) == 1 and cache.get(keep_w, keep_s, 8) is kept and len(calls) == 2

@@ -88,6 +88,26 @@ def test_rules_shrink_block_n_to_fill_the_gpu():
     assert rules.pointer_fallback(rows[-1].config).block_n <= 128
 
 
+def test_cached_rules_follow_the_profile_hook_both_ways():
+    # config_for is lru-cached: the key must carry what the profiler's hook flips (_INTERPRETED and the SM
+    # count), so the interpreter's choice before the hook, the GPU's inside it and the interpreter's after all hold.
+    from ridgeline.ops.matmul.profile import gpu_rules
+
+    cpu, spec = torch.device("cpu"), registry.get_spec("matmul")
+    shape = (16, 4096, 4096, torch.bfloat16, cpu)
+    before = rules.config_for(*shape)
+    assert before[0] == rules.INTERPRETER_RULES[0].config and "interpreter" in before[1]
+    with gpu_rules(spec, 132):
+        gpu = rules.config_for(*shape)
+        assert gpu[0].block_k == 256 and "interpreter" not in gpu[1]
+        assert rules.describe_choice(16, 4096, 4096, torch.bfloat16, cpu)["block_n"] == gpu[0].block_n
+    with gpu_rules(spec, 16):  # fewer SMs: the same (M, N) fits the grid at the rule's own BLOCK_N
+        assert rules.config_for(*shape)[0].block_n == 64
+    with gpu_rules(spec, 4):  # the interpreter's own SM count: only the _INTERPRETED flag tells the keys apart
+        assert rules.config_for(*shape)[0] == rules.RULES[1].config
+    assert rules.config_for(*shape) == before
+
+
 @pytest.mark.parametrize("args,kwargs,err,text", [
     ((torch.randn(4, 8), torch.randn(3, 8)), {}, TypeError, "x: expected dtype bfloat16 or float16"),
     ((torch.randn(4, 8).half(), torch.randn(3, 8).bfloat16()), {}, TypeError, "w: expected x's dtype float16"),

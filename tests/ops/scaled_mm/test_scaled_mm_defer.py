@@ -30,6 +30,19 @@ def test_deferred_rescale_gives_the_same_bits_and_the_right_values(shape, out_dt
     assert bool(((deferred.double() - ref).abs() <= tol.atol + tol.rtol * ref.abs()).all())
 
 
+@pytest.mark.parametrize("shape,block_k", [((7, 20, 45), 128), ((5, 17, 100), 64), ((4, 16, 200), 32)])
+def test_the_same_bits_below_one_group_and_at_several_steps_per_group(shape, block_k):
+    # K < 128 (one partial step), and K steps of 64 / 32 (several steps share a scale group; the last is partial)
+    inputs = SPEC.make_inputs(Case(shape, FP8, "block"), "cpu", 5)
+    args = (inputs["a"], inputs["b"], inputs["scale_a"], inputs["scale_b"], torch.float32)
+    plain = launch_scaled_mm(*args, cfg=TileConfig(16, 32, block_k, 1, 4, 1, use_tma=False))
+    deferred = launch_scaled_mm(*args, cfg=TileConfig(16, 32, block_k, 1, 4, 1, use_tma=False, defer_scale=True))
+    assert torch.equal(plain, deferred)
+    ref = SPEC.reference(dict(inputs, out_dtype=torch.float32))[0]
+    tol = SPEC.tolerance_for(Case(shape, FP8, "block"), "y", torch.float32)
+    assert bool(((deferred.double() - ref).abs() <= tol.atol + tol.rtol * ref.abs()).all())
+
+
 def test_the_flag_is_ignored_outside_block_mode():
     inputs = SPEC.make_inputs(Case((9, 20, 256), FP8, "row"), "cpu", 2)
     args = (inputs["a"], inputs["b"], inputs["scale_a"], inputs["scale_b"])

@@ -30,10 +30,24 @@ class WeightCache:
         if entry is not None and (entry[0]() is not w_packed or entry[1]() is not scales):
             entry = None  # an id reused by a new tensor after the old one died
         if entry is None:
-            entry = (weakref.ref(w_packed), weakref.ref(scales), self.convert(w_packed, scales, group_size))
+            # A dead weight's conversion (a bf16 copy is 4x the packed bytes) is dropped with it, not held until
+            # MAX_ENTRIES later weights push it out: a sweep's big shapes would otherwise pile up in GPU memory.
+            drop = self._dropper(key)
+            entry = (weakref.ref(w_packed, drop), weakref.ref(scales, drop), self.convert(w_packed, scales, group_size))
             self._store[key] = entry
             while len(self._store) > MAX_ENTRIES:
                 self._store.popitem(last=False)
         else:
             self._store.move_to_end(key)
         return entry[2]
+
+    def _dropper(self, key: tuple) -> Callable[[weakref.ref], None]:
+        store = weakref.ref(self._store)  # (no reference cycle through the callback)
+
+        def drop(ref: weakref.ref) -> None:
+            d = store()
+            entry = d.get(key) if d is not None else None
+            if entry is not None and ref in (entry[0], entry[1]):  # only the entry this weight made
+                del d[key]
+
+        return drop
