@@ -230,3 +230,12 @@ def test_report_renders_any_values(ms, device, profile):
     md = render_markdown(rec)
     assert md.startswith("## ridgeline bench")
     assert "<!DOCTYPE html>" in render_html(rec, make_plots(rec))
+
+
+def test_a_checks_note_shows_beside_ok(h200):
+    rec = json.loads(json.dumps(h200))
+    m = next(x for x in rec["measurements"] if x["impl"] == "ridgeline" and x["shape"] == [16384, 4096])
+    m["check_notes"] = ["batch invariance not checked: rows 0:1 alone raised RuntimeError: refused"]
+    md = render_markdown(rec, [])
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 16384x4096 | ridgeline (ours) |"))
+    assert row.rstrip(" |").endswith("ok (batch invariance not checked: rows 0:1 alone raised RuntimeError: refused)")

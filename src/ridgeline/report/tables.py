@@ -174,6 +174,8 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
                                            str(launch.get("config") or "")) if x) or DASH
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
             "not batch invariant" if m.get("caveat") else DASH))
+        if check == "ok" and m.get("check_notes"):  # e.g. batch invariance not checked: the peer refused rows 0:1
+            check = "ok (" + "; ".join(map(str, m["check_notes"])) + ")"
         if is_suspect:  # caught by the bench's guards: never the best, never a speedup
             check = "SUSPECT: " + "; ".join(sorted({str(r).split(":")[0] for r in m["suspect"]}))
         n = sample_count(m)
