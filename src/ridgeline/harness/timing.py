@@ -148,9 +148,10 @@ def _capture(fns: Sequence[Callable[[], Any]], repeats: int, stream: torch.cuda.
 
 # The first graph timings in a process ran faster than every later one on the H200: a one-row norm, graph-hot,
 # 1.378 and 1.359 us, then 1.526-1.543 from the third timing on, also after 3 s idle, at the same clocks
-# (docs/results/h200-first-timing-bias-s9.json; the cause was not isolated). The bench times ours first, so its first
-# shape flattered us by ~10%. Until this many graph timings have run in the process, `time_graph` first runs
-# discarded ones on the same calls (the probe's graph floors too, so they read a little higher than before).
+# (h200-first-timing-bias-s9.json, in git at 723c45c:docs/results/; the cause was not isolated). The bench times
+# ours first, so its first shape flattered us by ~10%. Until this many graph timings have run in the process,
+# `time_graph` first runs discarded ones on the same calls (the probe's graph floors too, so they read a little
+# higher than before).
 SETTLE_GRAPH_TIMINGS = 2
 SETTLE_BUDGET_S = 0.1
 _graph_timings_run = 0
