@@ -143,3 +143,30 @@ def require_rows(name: str, x: object, *, allow_meta: bool = False) -> torch.Ten
     if not x.is_cuda and not (allow_meta and x.is_meta):
         require_runnable_device(name, x)
     return x
+
+
+_TMA_ALLOCATOR_SET = False
+
+
+def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def ensure_tma_allocator() -> None:
+    """Tensor descriptors made on the device need a little global scratch per program, which Triton asks an
+    allocator for. Install torch's caching allocator (so it works inside CUDA graphs) unless the process set its
+    own. Once per process."""
+    global _TMA_ALLOCATOR_SET
+    if _TMA_ALLOCATOR_SET:
+        return
+    import triton
+
+    try:
+        from triton.runtime import _allocation
+
+        unset = isinstance(_allocation._allocator.get(), _allocation.NullAllocator)
+    except (ImportError, AttributeError):  # another Triton layout: set ours
+        unset = True
+    if unset:
+        triton.set_allocator(_torch_scratch)
+    _TMA_ALLOCATOR_SET = True

@@ -14,7 +14,13 @@ import contextlib
 import torch
 
 from ridgeline.lib.fastlaunch import CachedLauncher
-from ridgeline.lib.launch import interpreter_enabled, require_runnable_device, require_same_device, require_tensor
+from ridgeline.lib.launch import (
+    ensure_tma_allocator,
+    interpreter_enabled,
+    require_runnable_device,
+    require_same_device,
+    require_tensor,
+)
 from ridgeline.ops.matmul import rules
 
 _INTERPRETED = interpreter_enabled()
@@ -23,34 +29,10 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 LAYOUTS = ("nt", "kn")
 
 _LAUNCHER: CachedLauncher | None = None
-_ALLOCATOR_SET = False
 
 
 def _dtype_text(d: torch.dtype) -> str:
     return str(d).replace("torch.", "")
-
-
-def _ensure_allocator() -> None:
-    """Device-side tensor descriptors need a little global scratch per program; Triton asks an allocator for it.
-    Install one (torch's caching allocator, so it works inside CUDA graphs) unless the process set its own."""
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET:
-        return
-    import triton
-
-    try:
-        from triton.runtime import _allocation
-
-        current = _allocation._allocator.get()
-        is_null = isinstance(current, _allocation.NullAllocator)
-    except (ImportError, AttributeError):  # another Triton layout: set ours
-        is_null = True
-    if is_null:
-        def alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-            return torch.empty(size, dtype=torch.int8, device="cuda")
-
-        triton.set_allocator(alloc)
-    _ALLOCATOR_SET = True
 
 
 def _check(x: object, w: object, bias: object, out_dtype: object, layout: object) -> tuple[int, int, int]:
@@ -153,7 +135,7 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
     if cfg.tma and not tma:  # pointer loads of a 128x256 tile spill (sm_90 compile check): a narrower one
         cfg = rules.pointer_fallback(cfg)
     if tma and x2.device.type == "cuda":
-        _ensure_allocator()
+        ensure_tma_allocator()
     grid = rules.grid_for(m, n, cfg, x2.device)
     args = (x2, w, bias if bias is not None else y, y, m, n, k, *strides, y.stride(0), grid)
     constexprs = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,

@@ -18,10 +18,10 @@ differentiable: FP8 operands carry no gradient here (training recipes quantize t
 from __future__ import annotations
 
 import torch
-import triton
 
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
+    ensure_tma_allocator,
     multiprocessor_count,
     require_dtype,
     require_runnable_device,
@@ -105,26 +105,6 @@ def _tma_ok(t: torch.Tensor) -> bool:
             and (t.device.type == "meta" or t.data_ptr() % 16 == 0))
 
 
-_ALLOCATOR_SET = False
-
-
-def _torch_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
-def _ensure_allocator() -> None:
-    """Device-made TMA descriptors need global scratch: give Triton torch's allocator unless one is set."""
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET:
-        return
-    from triton.runtime import _allocation
-
-    current = _allocation._allocator.get()
-    if isinstance(current, _allocation.NullAllocator):
-        triton.set_allocator(_torch_allocator)
-    _ALLOCATOR_SET = True
-
-
 _GEMM = CachedLauncher(_scaled_mm_kernel)
 
 
@@ -167,7 +147,7 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
         raise ValueError(f"cfg: {cfg.describe()}: block scales need BLOCK_K dividing {BLOCK_SCALE}")
     use_tma = cfg.use_tma and not _INTERPRETED and tma_layout
     if use_tma:
-        _ensure_allocator()
+        ensure_tma_allocator()
     tiles = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n)
     sms = multiprocessor_count(a.device)
     grid = max(1, min(tiles, sms))
