@@ -118,10 +118,6 @@ CANDIDATES: dict[str, list[GemmConfig]] = {
 }
 
 
-def rules() -> tuple[Rule, ...]:
-    return INTERPRETER_RULES if _INTERPRETED else RULES
-
-
 def _shrunk_block_n(m: int, n: int, rule: Rule, sms: int) -> int:
     """The widest BLOCK_N <= the rule's whose tiles still give TILE_WAVES programs per SM (min_block_n at least)."""
     cfg = rule.config
