@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 import torch
 
@@ -145,7 +146,9 @@ def require_rows(name: str, x: object, *, allow_meta: bool = False) -> torch.Ten
     return x
 
 
-_TMA_ALLOCATOR_SET = False
+# Triton keeps its allocator in a ContextVar: each thread starts with none (autograd runs backward on its own
+# thread: a matmul's backward failed there on the H200, s16), so "set" is remembered per thread.
+_TMA_ALLOCATOR_SET = threading.local()
 
 
 def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -154,10 +157,9 @@ def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tenso
 
 def ensure_tma_allocator() -> None:
     """Tensor descriptors made on the device need a little global scratch per program, which Triton asks an
-    allocator for. Install torch's caching allocator (so it works inside CUDA graphs) unless the process set its
-    own. Once per process."""
-    global _TMA_ALLOCATOR_SET
-    if _TMA_ALLOCATOR_SET:
+    allocator for. Install torch's caching allocator (so it works inside CUDA graphs) unless this thread set its
+    own. Once per thread."""
+    if getattr(_TMA_ALLOCATOR_SET, "done", False):
         return
     import triton
 
@@ -169,4 +171,4 @@ def ensure_tma_allocator() -> None:
         unset = True
     if unset:
         triton.set_allocator(_torch_scratch)
-    _TMA_ALLOCATOR_SET = True
+    _TMA_ALLOCATOR_SET.done = True
