@@ -264,3 +264,38 @@ def test_a_timed_implementation_carries_its_checks_notes(tmp_path):
     assert "check_notes" not in by_impl["ridgeline"]
     assert by_impl[f"{path}:picky"]["check_notes"][0].startswith("batch invariance not checked")
     assert next(c for c in d["checks"] if c["impl"] == f"{path}:picky")["notes"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_a_failed_timing_frees_what_its_frames_held(tmp_path):
+    """The traceback of an implementation that fails while timed holds its frames (and on a GPU a failed capture's
+    graph pool): the bench must let go of them before the next case (on the H200 they piled up to an OOM)."""
+    import sys
+    import types
+
+    state = types.ModuleType("flaky_state")  # shared by every load of the user's file (the bench loads it anew)
+    state.calls, state.held = 0, []
+    sys.modules["flaky_state"] = state
+    path = tmp_path / "flaky.py"
+    path.write_text(textwrap.dedent("""
+        import weakref
+        import torch
+        import flaky_state
+        def flaky(x, weight, eps):
+            flaky_state.calls += 1
+            big = torch.empty(1 << 20)  # what a failing call's frame holds
+            if flaky_state.calls > 10:  # passes the check's few calls, fails while timed
+                flaky_state.held.append(weakref.ref(big))
+                err = RuntimeError("fails under timing")  # a local naming its own exception: a reference cycle
+                raise err
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    """))
+    try:
+        record = bench("rmsnorm", ["torch-eager", f"{path}:flaky"], [(4, 256)], [torch.float32], budget_s=0.02,
+                       json_path=tmp_path / "run.json")
+        assert any(f["stage"] == "time" and "fails under timing" in f["reason"] for f in record.failures), \
+            record.failures
+        assert state.held and all(ref() is None for ref in state.held), "a failed call's frame still holds tensors"
+    finally:
+        del sys.modules["flaky_state"]

@@ -139,6 +139,14 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
     return t
 
 
+def release_device_memory(device: torch.device) -> None:
+    """Return what dead objects hold (reference cycles through frames included) to the device."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
     """Fill bytes, flops, GB/s, TFLOP/s, % of roof, SOL and % of SOL from the spec's cost and the probe."""
     cost = spec.cost_of(case)
@@ -238,19 +246,21 @@ def run_bench(
                 if record.has_measurement(key) or record.has_failure(key, "time"):
                     continue
                 before = guards.tampered_by(impl, guards.restore_timers(), during=False)
+                reason = None
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile)
                     timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)
                 except (Exception, SystemExit) as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                if reason is not None:
                     failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
                                "reason": reason}
                     record.add_failure(failure)
                     told(failure)
-                    if device.type == "cuda":  # (a failed capture can strand its graph's pool until collected)
-                        gc.collect()
-                        torch.cuda.synchronize()
-                        torch.cuda.empty_cache()
+                    # Only now, with the exception and its traceback gone: their frames hold the inputs and a failed
+                    # capture's graph (its private pool). Collected inside `except`, they leaked: six failed Liger
+                    # captures held ~130 GB and every later case ran out of memory (s16, cross_entropy_fwd_bwd).
+                    release_device_memory(device)
                     continue
                 m = {**_failure_base(spec.name, impl, case), "source": impl.source, **timing.to_dict()}
                 if impl.name in caveats:

@@ -11,6 +11,7 @@ For each (implementation, case) the harness checks, on fresh random inputs:
 
 from __future__ import annotations
 
+import gc
 import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -237,6 +238,12 @@ def _check_values(spec: OpSpec, case: Case, inputs: Inputs, outs, result: CheckR
             )
 
 
+def _raised(e: BaseException) -> str:
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    return (f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+            f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+
+
 def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str, seed: int = 0) -> CheckResult:
     """Every check above for one implementation on one case."""
     import time
@@ -253,10 +260,7 @@ def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str,
     except torch.cuda.OutOfMemoryError as e:
         result.reasons.append(f"out of memory: {str(e).splitlines()[0]}")
     except ImplementationError as wrapped:  # a wrong implementation is a result, not a crash of the harness
-        e = wrapped.error
-        last = traceback.extract_tb(e.__traceback__)[-1]
-        result.reasons.append(f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-                              f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+        result.reasons.append(_raised(wrapped.error))
     except Exception as e:  # the contract's inputs/reference or the harness itself: never blamed on the impl
         last = traceback.extract_tb(e.__traceback__)[-1]
         result.reasons.append(f"harness error, not the implementation's: {type(e).__name__}: "
@@ -266,6 +270,8 @@ def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str,
     result.passed = not result.reasons
     result.seconds = time.perf_counter() - t0
     if device.type == "cuda":
+        if not result.passed:  # a raised exception's frames held the case's tensors: collect their cycles
+            gc.collect()
         torch.cuda.empty_cache()
     return result
 
