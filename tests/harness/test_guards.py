@@ -186,3 +186,32 @@ def test_ours_and_the_peers_are_clean_in_every_gpu_regime(op, impls):
                              regimes=["cold-eager", "graph-cold", "graph-hot", "host"], budget_s=0.2)
     flagged = [(m["impl"], m["shape"], m["regime"], m["suspect"]) for m in record.measurements if m.get("suspect")]
     assert record.measurements and not flagged, flagged
+
+
+def test_a_weight_transform_cache_passes_but_a_result_cache_is_caught():
+    """int4_matmul's packed weight is a static input (prepared once, as serving does): a peer that caches its
+    dequantized weight passes the result-reuse guard; one that caches its output keyed by the weight does not."""
+    from ridgeline.core.registry import get_spec
+    from ridgeline.core.spec import Impl
+    from ridgeline.ops.int4_matmul.pack import unpack_int4
+
+    spec = get_spec("int4_matmul")
+    assert spec.static_inputs == ("w_packed", "scales")
+    case = Case((5, 64, 256), torch.float32)
+    dequantized: dict[int, torch.Tensor] = {}
+    results: dict[int, torch.Tensor] = {}
+
+    def weight_cache(x, w_packed, scales, group_size):
+        w = dequantized.setdefault(w_packed.data_ptr(), unpack_int4(w_packed, scales, group_size, dtype=torch.float32))
+        return (x.float() @ w.t()).to(x.dtype)
+
+    def result_cache(x, w_packed, scales, group_size):
+        return results.setdefault(w_packed.data_ptr(), weight_cache(x, w_packed, scales, group_size))
+
+    dev = torch.device("cpu")
+    for fn, caught in ((weight_cache, False), (result_cache, True)):
+        impl = Impl(op="int4_matmul", name=fn.__name__, source="user", fn=fn)
+        inputs = spec.make_inputs(case, dev, 0)
+        spec.call(fn, inputs)  # the timed calls fill the cache
+        reasons = guards.verify_eager(spec, impl, case, inputs, dev, 99)
+        assert bool(reasons) == caught, (fn.__name__, reasons)

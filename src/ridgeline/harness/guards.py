@@ -94,9 +94,12 @@ def tampered_by(impl: Impl, replaced: dict[str, str], during: bool) -> list[str]
 
 
 def refill(spec: OpSpec, case: Case, inputs: Inputs, device: torch.device, seed: int) -> None:
-    """Fresh values into the same tensors (same pointers, same strides), from the contract's own inputs."""
+    """Fresh values into the same tensors (same pointers, same strides), from the contract's own inputs; the
+    contract's static inputs (model weights) keep theirs."""
     fresh = spec.make_inputs(case, device, seed)
     for k, v in inputs.items():
+        if k in spec.static_inputs:
+            continue
         if isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and v.shape == fresh[k].shape:
             with torch.no_grad():
                 v.data.copy_(fresh[k])  # through .data: the tensor's version counter does not move either

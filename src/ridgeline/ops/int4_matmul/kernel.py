@@ -10,8 +10,11 @@ of M; rules.py): each split sums its groups in order into its own fp32 partial, 
 order. A launch either gives each split its own programs (SPLIT_PROGRAMS: partials go to an fp32 workspace and
 `_splitk_reduce_kernel` adds them in order; decode, where N alone gives too few programs) or lets one program walk
 every split itself (large M). Both add the same numbers in the same order, so a row's bits do not depend on the
-launch, only on (N, K): as long as tl.dot's per-element sums agree across tile shapes (checked on the GPU by
-tests/ops/int4_matmul/test_int4_gpu.py and by the tuning driver).
+launch, only on (N, K) and on the tensor-core instruction that sums a group. That last part is not uniform: tiles
+of 16 and 32 rows run tl.dot as mma.sync (HMMA), tiles of 64 rows and more as wgmma (HGMMA), and on the H200 the
+two disagree in the last bit of a group's fp32 sum now and then (s15/s16: one row in a few thousand, 1 bf16 ulp, at
+K >= 4096). So rows are bitwise batch invariant among batches of M <= 32 and among batches of M >= 33, not across
+that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves and measures the crossing).
 No atomics: deterministic.
 """
 

@@ -173,7 +173,9 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     x: [..., K] bf16, fp16 or fp32 (any strides for 2-D x; read in place). w_packed: uint8 [N, K // 2] (rows may be
     strided, bytes contiguous). scales: [N, K // group_size] bf16/fp16/fp32 (any strides). Returns [..., N] in x's
     dtype, accumulated in fp32. M = 0 returns an empty result without a launch. K must be a multiple of group_size
-    (32, 64, 128 or 256). A row's result does not depend on the batch it is in; repeated calls agree bitwise.
+    (32, 64, 128 or 256). Repeated calls agree bitwise; a row's result does not depend on the batch among
+    batches of up to 32 rows, nor among batches of 33 and more (across the two, the tensor cores' two instruction
+    families may differ in a row's last bit: kernel.py).
     `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes);
     `cfg.layout="split-nibbles"` runs the candidate body of kernel_split.py.
     """

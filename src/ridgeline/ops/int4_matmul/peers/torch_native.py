@@ -62,7 +62,9 @@ def _torch_int4() -> Callable[..., Any]:
 
     def torch_int4(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
         packed, sz = cache.get(w_packed, scales, group_size)
-        return torch._weight_int4pack_mm(x, packed, group_size, sz)
+        # tinygemm takes contiguous activations only (strided or transposed x: RuntimeError "Expected
+        # A.is_contiguous()"); its callers copy first, and so do we (the copy is timed, as theirs is).
+        return torch._weight_int4pack_mm(x if x.is_contiguous() else x.contiguous(), packed, group_size, sz)
 
     return torch_int4
 
