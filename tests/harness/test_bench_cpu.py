@@ -299,3 +299,36 @@ def test_a_failed_timing_frees_what_its_frames_held(tmp_path):
         assert state.held and all(ref() is None for ref in state.held), "a failed call's frame still holds tensors"
     finally:
         del sys.modules["flaky_state"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_a_peer_just_past_the_tolerance_is_timed_with_a_caveat_but_a_wrong_one_is_not(tmp_path):
+    """Leaving out a production peer whose arithmetic is a little less precise would flatter us: it is timed and
+    flagged. A peer far off, or a user's implementation just past the tolerance, is never timed."""
+    from ridgeline.core import registry
+
+    def rms(x, weight, eps, noise):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+        return (y * (1 + noise)).to(x.dtype)
+
+    # fp32 rmsnorm's tolerance is tiny: a relative error of 3e-5 is a few times it, 1e-2 is hundreds of times.
+    registry.register_impl("rmsnorm", "test-near-peer", "peer", lambda: lambda x, w, eps: rms(x, w, eps, 3e-5))
+    registry.register_impl("rmsnorm", "test-far-peer", "peer", lambda: lambda x, w, eps: rms(x, w, eps, 1e-2))
+    path = tmp_path / "near.py"
+    path.write_text("import torch\ndef near(x, weight, eps):\n    xf = x.float()\n"
+                    "    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()\n"
+                    "    return (y * (1 + 3e-5)).to(x.dtype)\n")
+    try:
+        record = bench("rmsnorm", ["torch-eager", "test-near-peer", "test-far-peer", f"{path}:near"], [(4, 256)],
+                       [torch.float32], budget_s=0.02, json_path=tmp_path / "run.json")
+    finally:
+        for name in ("test-near-peer", "test-far-peer"):
+            registry._FACTORIES["rmsnorm"].pop(name, None)
+            registry._RESOLVED.pop(("rmsnorm", name), None)
+    checks = {c["impl"]: c for c in record.checks}
+    assert not checks["test-near-peer"]["passed"] and 1 < checks["test-near-peer"]["worst_value_ratio"] <= 8
+    assert checks["test-far-peer"]["worst_value_ratio"] > 8
+    timed = {m["impl"]: m for m in record.measurements}
+    assert "test-near-peer" in timed and "the tolerance" in timed["test-near-peer"]["caveat"]
+    assert "test-far-peer" not in timed and f"{path}:near" not in timed

@@ -12,6 +12,7 @@ For each (implementation, case) the harness checks, on fresh random inputs:
 from __future__ import annotations
 
 import gc
+import re
 import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -51,6 +52,7 @@ class CheckResult:
     source: str = ""  # ours | peer | user (ours must pass every property)
     harness_error: bool = False  # the failure is the harness's or the contract's, not the implementation's
     notes: list[str] = field(default_factory=list)  # what was not checked, and why (never a failure)
+    worst_value_ratio: float = 0.0  # the largest error / tolerance over every value check (run, fresh inputs, ...)
 
     @property
     def label(self) -> str:
@@ -70,6 +72,17 @@ def only_batch_variance(reasons: list[str]) -> bool:
     """True when the values were right and the only failure is batch invariance (rows computed alone differ
     bitwise from the same rows in the full call): a property many production kernels do not promise."""
     return bool(reasons) and all(str(r).startswith(NOT_BATCH_INVARIANT) for r in reasons)
+
+
+def value_near_miss(reasons: list[str], worst_value_ratio: float, limit: float) -> bool:
+    """True when every failure is a value just past its tolerance (at most `limit` times it: right op, less
+    precise arithmetic) or batch variance, and nothing else (no wrong shape, dtype, NaN, crash or corruption)."""
+    values = [r for r in reasons if not str(r).startswith(NOT_BATCH_INVARIANT)]
+    return bool(values) and 0.0 < worst_value_ratio <= limit and all(
+        _VALUE_MISS.match(str(r)) for r in values)
+
+
+_VALUE_MISS = re.compile(r"^[\w ]+: \S+ max error \S+ exceeds atol ")
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -226,6 +239,8 @@ def _check_values(spec: OpSpec, case: Case, inputs: Inputs, outs, result: CheckR
     for name, out, e, dt in zip(spec.outputs, outs, errors, dtypes):
         if tag == "run":
             result.outputs.append(e)
+        if e.shape_ok and e.dtype_ok and not e.nan_mismatch:
+            result.worst_value_ratio = max(result.worst_value_ratio, float(e.worst_ratio))
         if not e.shape_ok:
             result.reasons.append(f"{tag}: {name} has shape {tuple(out.shape)}, expected the input's")
         elif not e.dtype_ok:
