@@ -63,3 +63,28 @@ def test_cuda_graph_replay():
     inp["seq_lens"].copy_(inp["seq_lens"].flip(0))
     g.replay()
     assert torch.equal(out, paged_decode_attention(*args)) and not torch.equal(out, first)
+
+
+def test_flex_decode_is_graph_capturable():
+    # The graph-cold regime captures the peer's call: the H200 saw "Cannot copy between CPU and CUDA tensors during
+    # CUDA graph capture" from the per-call block mask. Warm up (compile, build the shape's mask), capture, then
+    # replay on other seq_lens: the replay must follow them.
+    from ridgeline.core.registry import resolve
+
+    fn = resolve("paged_decode_attention", "flex-decode").fn
+    inp = SPEC.make_inputs(Case((8, 4096, 32, 8, 128, 16), torch.bfloat16, "ragged"), "cuda", 0)
+    args = [inp[k] for k in ("q", "k_cache", "v_cache", "block_table", "seq_lens")]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(*args)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=stream):
+        out = fn(*args)
+    inp["seq_lens"].copy_(inp["seq_lens"].flip(0))
+    g.replay()
+    torch.cuda.synchronize()
+    ref = SPEC.reference(inp)[0]
+    tol = SPEC.tolerance(torch.bfloat16, "out")
+    assert torch.allclose(out.double(), ref, atol=tol.atol, rtol=tol.rtol)

@@ -7,7 +7,11 @@ q/k/v go in as [B, H, S, D] views of our [B, S, H, D] tensors (no copies; what a
 projections). A backend that refuses a case (a mask on flash, an odd head dim, GQA) raises, and the harness
 records that case as a failure of that peer. Causal with S_q != S_k uses torch's bottom-right `causal_lower_right`
 bias (our convention); a window is an explicit boolean mask, which flash refuses. Packed (varlen) batches are run
-one sequence at a time (SDPA has no varlen entry): a loop, said here because it costs host time.
+one sequence at a time (SDPA has no varlen entry): a loop, said here because it costs host time; cuDNN refuses
+them by name (its per-sequence calls found no kernel on the H200).
+Backward: the aten entry points are called with the arguments SDPA's autograd gives them after a dense forward
+(undefined cum_seq offsets and bias, lse in the forward's layout; see flash_bwd_args / cudnn_bwd_args). Both take
+GQA natively (flash's mha_bwd sums dK/dV over each group of H_q / H_kv heads inside the timed call).
 Measured on the H200 (FACTS.md, B4 H32 S4096 D128 bf16): cuDNN 659 / 540 TFLOP/s (non-causal / causal), flash
 349 / 318, memory-efficient 177 / 167.
 """
@@ -78,6 +82,8 @@ def _fwd(name: str) -> Callable[[], Callable[..., Any]]:
             with sdpa_kernel(backend):
                 if cu_seqlens is None:
                     return _sdpa(q, k, v, causal, window)
+                if name == "sdpa-cudnn":  # its per-sequence calls raise "No available kernel" (H200, torch 2.11)
+                    raise ValueError("cuDNN SDPA: no packed variable-length batches")
                 out = torch.zeros_like(q)
                 c = cu_seqlens.tolist()
                 for i in range(len(c) - 1):
@@ -91,9 +97,42 @@ def _fwd(name: str) -> Callable[[], Callable[..., Any]]:
     return factory
 
 
-def _philox(device) -> tuple[torch.Tensor, torch.Tensor]:
+def _dense_causal(name: str, q, k, causal: bool, window, cu_seqlens) -> bool:
+    """is_causal for SDPA's backward entry points, or a one-line refusal of what they cannot express: they take
+    dense [B, H, S, D] batches and no window, and their causal mask is top-left aligned (ours is bottom-right,
+    the same only when S_q == S_k)."""
+    from ridgeline.ops.attention.launch import resolve_window
+
+    if cu_seqlens is not None:
+        raise ValueError(f"{name} backward: no packed variable-length batches (SDPA's entry takes dense ones)")
+    left, right = resolve_window(causal, window)
+    if left >= 0 or right > 0:
+        raise ValueError(f"{name} backward: no window (SDPA's entry takes none)")
+    is_causal = right == 0
+    if is_causal and q.shape[1] != k.shape[1]:
+        raise ValueError(f"{name} backward: causal only with S_q == S_k (its mask is top-left aligned, ours "
+                         "bottom-right)")
+    return is_causal
+
+
+def _bhsd(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(1, 2)  # our [B, S, H, D] as the [B, H, S, D] view SDPA's autograd saves (no copy)
+
+
+def _no_rng(device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(philox seed, offset) for dropout 0: never read by either backward, but the schema takes tensors."""
     z = torch.zeros((), dtype=torch.int64, device=device)
     return z, z
+
+
+def flash_bwd_args(q, k, v, out, dout, lse, is_causal: bool) -> tuple:
+    """The arguments of aten._scaled_dot_product_flash_attention_backward as SDPA's autograd passes them after a
+    dense forward: cum_seq_q / cum_seq_k are undefined tensors (None here; a defined one, even empty, selects the
+    varlen kernel, which wants int32 offsets), lse the forward's [B, H, S_q] fp32. GQA goes in as is: flash's
+    mha_bwd takes H_kv | H_q and sums dK / dV over each group itself."""
+    seed, offset = _no_rng(q.device)
+    return (_bhsd(dout), _bhsd(q), _bhsd(k), _bhsd(v), _bhsd(out), lse, None, None, q.shape[1], k.shape[1], 0.0,
+            is_causal, seed, offset)
 
 
 def _bwd_flash() -> Callable[..., Any]:
@@ -102,21 +141,40 @@ def _bwd_flash() -> Callable[..., Any]:
         raise Unavailable(f"torch {torch.__version__} has no aten._scaled_dot_product_flash_attention_backward")
 
     def attention_bwd(q, k, v, out, dout, lse, causal=False, window=None, cu_seqlens=None, max_seqlen=None):
-        from ridgeline.ops.attention.launch import resolve_window
-
-        left, right = resolve_window(causal, window)
-        if cu_seqlens is not None or left >= 0 or (right >= 0 and right != 0) or (
-                causal and q.shape[1] != k.shape[1]):
-            raise ValueError("sdpa-flash backward: dense batches, no window, causal only with S_q == S_k")
-        if q.shape[2] != k.shape[2]:
-            raise ValueError("sdpa-flash backward: no GQA (flash's SDPA entry takes equal head counts)")
-        seed, offset = _philox(q.device)
-        t = (lambda x: x.transpose(1, 2))
-        dq, dk, dv = op(t(dout), t(q), t(k), t(v), t(out), lse, torch.empty(0, device=q.device),
-                        torch.empty(0, device=q.device), q.shape[1], k.shape[1], 0.0, causal, seed, offset)
-        return t(dq), t(dk), t(dv)
+        is_causal = _dense_causal("sdpa-flash", q, k, causal, window, cu_seqlens)
+        dq, dk, dv = op(*flash_bwd_args(q, k, v, out, dout, lse, is_causal))
+        return _bhsd(dq), _bhsd(dk), _bhsd(dv)
 
     return attention_bwd
+
+
+_CUDNN_LSE_DIMS: dict[str, int] = {}
+
+
+def cudnn_lse_dims(device) -> int:
+    """Rank of the logsumexp cuDNN's SDPA forward returns on this torch ([B, H, S_q, 1] or [B, H, S_q]): its
+    backward takes that tensor back, so one tiny forward, once per device and outside any timed call, says which
+    (torch has changed it between releases)."""
+    key = str(device)
+    if key not in _CUDNN_LSE_DIMS:
+        fwd = torch.ops.aten._scaled_dot_product_cudnn_attention
+        x = torch.ones(1, 1, 64, 64, dtype=torch.bfloat16, device=device)
+        try:
+            lse = fwd(x, x, x, None, True, 0.0, False, False)[1]
+        except RuntimeError:  # the probe found no kernel: the meta kernel's layout, which torch keeps in step
+            lse = fwd(*[torch.empty(1, 1, 64, 64, dtype=torch.bfloat16, device="meta")] * 3, None, True)[1]
+        _CUDNN_LSE_DIMS[key] = lse.dim()
+    return _CUDNN_LSE_DIMS[key]
+
+
+def cudnn_bwd_args(q, k, v, out, dout, lse, is_causal: bool, lse_dims: int) -> tuple:
+    """The arguments of aten._scaled_dot_product_cudnn_attention_backward after a dense forward: no attn_bias and
+    no cum_seq offsets (undefined tensors: a defined cum_seq_q selects the nested-tensor path, and a defined
+    1-D bias is expanded with its dim 1, the IndexError the H200 showed), lse in the forward's layout."""
+    seed, offset = _no_rng(q.device)
+    stats = lse.unsqueeze(-1) if lse_dims == 4 else lse
+    return (_bhsd(dout), _bhsd(q), _bhsd(k), _bhsd(v), _bhsd(out), stats, seed, offset, None, None, None,
+            q.shape[1], k.shape[1], 0.0, is_causal)
 
 
 def _bwd_cudnn() -> Callable[..., Any]:
@@ -125,18 +183,9 @@ def _bwd_cudnn() -> Callable[..., Any]:
         raise Unavailable(f"torch {torch.__version__} has no aten._scaled_dot_product_cudnn_attention_backward")
 
     def attention_bwd(q, k, v, out, dout, lse, causal=False, window=None, cu_seqlens=None, max_seqlen=None):
-        from ridgeline.ops.attention.launch import resolve_window
-
-        left, right = resolve_window(causal, window)
-        if cu_seqlens is not None or left >= 0 or (causal and q.shape[1] != k.shape[1]):
-            raise ValueError("sdpa-cudnn backward: dense batches, no window, causal only with S_q == S_k")
-        seed, offset = _philox(q.device)
-        t = (lambda x: x.transpose(1, 2))
-        # cuDNN's forward keeps lse as [B, H, S_q, 1] (torch >= 2.5); ours is [B, H, S_q].
-        none = torch.empty(0, device=q.device)  # (no bias, no packed offsets: the schema takes tensors)
-        dq, dk, dv = op(t(dout), t(q), t(k), t(v), t(out), lse.unsqueeze(-1), seed, offset, none,
-                        none, none, q.shape[1], k.shape[1], 0.0, causal)
-        return t(dq), t(dk), t(dv)
+        is_causal = _dense_causal("sdpa-cudnn", q, k, causal, window, cu_seqlens)
+        dq, dk, dv = op(*cudnn_bwd_args(q, k, v, out, dout, lse, is_causal, cudnn_lse_dims(q.device)))
+        return _bhsd(dq), _bhsd(dk), _bhsd(dv)
 
     return attention_bwd
 
@@ -145,6 +194,8 @@ for _name in BACKENDS:
     register_impl("attention", _name, "peer", _fwd(_name),
                   description=f"F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.{BACKENDS[_name]})")
 register_impl("attention_bwd", "sdpa-flash", "peer", _bwd_flash,
-              description="aten._scaled_dot_product_flash_attention_backward (SDPA flash backend's autograd)")
+              description="aten._scaled_dot_product_flash_attention_backward (SDPA flash backend's autograd; GQA "
+                          "native: flash sums dK/dV over each group inside the timed call)")
 register_impl("attention_bwd", "sdpa-cudnn", "peer", _bwd_cudnn,
-              description="aten._scaled_dot_product_cudnn_attention_backward (SDPA cuDNN backend's autograd)")
+              description="aten._scaled_dot_product_cudnn_attention_backward (SDPA cuDNN backend's autograd; GQA "
+                          "passed as is)")

@@ -4,7 +4,8 @@
   table), dequantize fp8, then `F.scaled_dot_product_attention(..., attn_mask, enable_gqa=True)` (the baseline the
   issue names; torch picks the backend: a boolean mask rules out flash).
 - "flex-decode": FlexAttention under torch.compile on the same gathered cache, its block mask from seq_lens (the
-  mask_mod sees keys < seq_len and the causal tail of Q > 1). torch >= 2.6 also ships
+  mask_mod sees keys < seq_len and the causal tail of Q > 1), built once per shape over device buffers that each
+  call refreshes on the device (FlexDecodeMask): the call is CUDA-graph capturable. torch >= 2.6 also ships
   torch.nn.attention.experimental._paged_attention.PagedAttention (private; it keeps its own page table and
   converts a logical BlockMask to the physical layout, with the flex block size tied to the page size); it is not
   used here, so this peer pays the gather too (open point: a paged flex peer).
@@ -75,33 +76,79 @@ def gather_sdpa(q, k_cache, v_cache, block_table, seq_lens, scale=None, k_scale=
 
 
 _FLEX: dict[str, Any] = {}
+FLEX_BLOCK = 128  # FlexAttention's default sparse block (queries and keys)
+MAX_MASKS = 64  # decode states kept (one per shape: graph-cold's rotating input sets share one)
 
 
 def _flex_fns():
     if not _FLEX:
         try:
-            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            from torch.nn.attention.flex_attention import BlockMask, flex_attention
         except ImportError as e:
             raise Unavailable(f"torch {torch.__version__} has no FlexAttention ({e})") from None
         _FLEX["flex"] = torch.compile(flex_attention, dynamic=False)
-        _FLEX["mask"] = create_block_mask
-    return _FLEX["flex"], _FLEX["mask"]
+        _FLEX["block_mask"] = BlockMask
+        _FLEX["states"] = {}
+    return _FLEX["flex"], _FLEX["block_mask"]
+
+
+class FlexDecodeMask:
+    """The block mask of one decode shape (B, Q, L, device), built once, outside any timed call: a BlockMask over
+    persistent device buffers (seq_lens, kv block counts, kv block indices 0..n-1) whose mask_mod reads the
+    seq_lens buffer. A call refreshes the buffers from its seq_lens with device ops only (no host read, no new
+    CPU tensor): what a serving engine's captured decode step does, and what makes the call graph-capturable
+    (create_block_mask per call was not, on the H200). The same BlockMask object every call also keeps
+    torch.compile's guards stable (no recompile per call). Only the kv side is refreshed: q_num_blocks /
+    q_indices serve the backward, which decode never runs."""
+
+    def __init__(self, block_mask_cls, batch: int, q_tokens: int, length: int, device) -> None:
+        n = max(1, -(-length // FLEX_BLOCK))
+        self.lens = torch.zeros(batch, dtype=torch.int32, device=device)
+        self.kv_num_blocks = torch.full((batch, 1, 1), n, dtype=torch.int32, device=device)
+        kv_indices = torch.arange(n, dtype=torch.int32, device=device).expand(batch, 1, 1, n).contiguous()
+        lens = self.lens
+
+        def mask_mod(b, h, qi, kj):  # key j is seen by query token i when j <= seq_len - Q + i
+            return kj <= lens[b] - q_tokens + qi
+
+        self.block_mask = block_mask_cls.from_kv_blocks(self.kv_num_blocks, kv_indices,
+                                                        BLOCK_SIZE=(FLEX_BLOCK, FLEX_BLOCK), mask_mod=mask_mod,
+                                                        seq_lengths=(q_tokens, length))
+
+    def update(self, seq_lens: torch.Tensor):
+        """Point the mask at these seq_lens (blocks past a sequence's end are skipped); returns the BlockMask."""
+        self.lens.copy_(seq_lens)
+        self.kv_num_blocks.view(-1).copy_(torch.clamp((seq_lens + (FLEX_BLOCK - 1)) // FLEX_BLOCK, min=0))
+        return self.block_mask
+
+
+def flex_decode_mask(batch: int, q_tokens: int, length: int, device) -> FlexDecodeMask:
+    _, block_mask_cls = _flex_fns()
+    states: dict[tuple, FlexDecodeMask] = _FLEX["states"]
+    key = (batch, q_tokens, length, str(device))
+    if key not in states:
+        while len(states) >= MAX_MASKS:
+            states.pop(next(iter(states)))
+        states[key] = FlexDecodeMask(block_mask_cls, batch, q_tokens, length, device)
+    return states[key]
 
 
 def flex_decode(q, k_cache, v_cache, block_table, seq_lens, scale=None, k_scale=None, v_scale=None):
     if q.shape[0] == 0:
         return torch.empty_like(q)
-    flex, create_block_mask = _flex_fns()
+    flex, _ = _flex_fns()
     q4 = _q4(q)
     nq = q4.shape[1]
     k, v = gather_kv(q, k_cache, v_cache, block_table, k_scale, v_scale)
     length = k.shape[2]
-
-    def mask_mod(b, h, qi, kj):
-        return kj <= seq_lens[b] - nq + qi
-
-    block_mask = create_block_mask(mask_mod, q4.shape[0], None, nq, length, device=q.device)
-    out = flex(q4.transpose(1, 2), k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
+    block_mask = flex_decode_mask(q4.shape[0], nq, length, q.device).update(seq_lens)
+    try:
+        out = flex(q4.transpose(1, 2), k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
+    except RuntimeError as e:
+        if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"flex-decode: torch {torch.__version__}'s compiled FlexAttention is not CUDA-graph "
+                               f"capturable here ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise
     return _finish(q, out, visible_mask(seq_lens, nq, length))
 
 
