@@ -71,8 +71,13 @@ def test_more_than_2_31_elements():
     sb = torch.ones(1, n, device="cuda")
     y = scaled_mm(a, b, sa, sb, torch.float32)
     rows = torch.tensor([0, m // 2, m - 1], device="cuda")
-    ref = a[rows].float() @ b.float().T
-    torch.testing.assert_close(y[rows], ref, atol=1e-2, rtol=1e-4)
+    ref = a[rows].double() @ b.double().T
+    # The contract's bound (Hopper's FP8 accumulation: 2^-9 of the spread), for this test's unit-variance weight
+    # (the contract's inputs use W_STD): at 1e-2 absolute the H200 missed by 0.03 on values ~200 (s16).
+    from ridgeline.ops.scaled_mm.spec import W_STD
+
+    tol = get_spec("scaled_mm").tolerance_for(Case((m, n, k), FP8), "y", torch.float32)
+    torch.testing.assert_close(y[rows].double(), ref, atol=tol.atol / W_STD, rtol=tol.rtol)
 
 
 @needs_cuda
