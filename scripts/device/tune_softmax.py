@@ -4,14 +4,14 @@ Usage (on the GPU machine, from the repo root, src/ on PYTHONPATH):
   python3 scripts/device/tune_softmax.py $OUT/h200-tune-softmax.json [--shapes 1024x32768,...] [--budget-s 45]
 
 For each direction (fwd, bwd) and shape it times the shipped config (rules.py) and the alternatives the rules
-left open: warps of the one-pass layout, two pieces or one block (unaligned widths), one pass against two passes
-near the register limit (32768 columns forward, 16384-32768 backward), and for wide rows the two designs the
-rules choose between: plain two passes (one program per row, no cap on the programs in flight) and the L2-aware
-grid (programs in flight capped so programs x bytes re-read stays within a budget: 4-32 MiB), with chunk widths
-and the second pass's direction. Timing: triton.testing.do_bench (L2 flushed before each call: cold inputs),
-median. Every config's output is checked against torch.softmax first (a wrong config is recorded, never a win);
-a config that fails to compile or run is recorded with its error and skipped. The JSON holds every sample's
-median; the table printed last is the best config per shape beside the shipped one.
+left open: warps of the one-pass layout, two pieces or one block (unaligned widths), one pass against split rows
+near the register limit (32768 columns forward, 16384-32768 backward), and for the split rows (the sweep's wide
+shapes: 65536, 128256, 151936, 262144 columns) the chunk width (8-32 KB) and warps, the groups of rows launched
+per kernel pair (16-48 MiB of input, or all rows in one pair) and kernel 2's walk order. Timing:
+triton.testing.do_bench (L2 flushed before each call: cold inputs), median. Every config's output is checked
+against torch.softmax first (a wrong config is recorded, never a win); a config that fails to compile or run is
+recorded with its error and skipped. The JSON holds every sample's median; the table printed last is the best
+config per shape beside the shipped one.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ import torch
 import triton
 from triton.testing import do_bench
 
-from ridgeline.ops.softmax import launch
+from ridgeline.ops.softmax import launch, rules
 from ridgeline.ops.softmax.rules import LaunchConfig, config_for
 
 COPY_GBPS = 4270.0  # probed device-to-device copy bandwidth of the H200 (FACTS.md)
-# Most informative first (the open two-pass choices, the one-pass limits), so a spent budget cuts the least.
-FWD_SHAPES = ["256x128256", "64x262144", "1024x32768", "4096x4100", "512x65536", "128x151936", "16x128256",
-              "16384x4096", "4096x1024"]
-BWD_SHAPES = ["256x128256", "1024x32768", "1024x16384", "64x262144", "4096x4100", "16384x4096"]
+# Most informative first (the split rows at the sweep's wide shapes, then the one-pass limits), so a spent budget
+# cuts the least.
+FWD_SHAPES = ["256x128256", "64x262144", "512x65536", "128x151936", "16x128256", "1024x32768", "32x32768",
+              "4096x4100", "4096x1024"]
+BWD_SHAPES = ["256x128256", "64x262144", "512x65536", "1024x32768", "1024x16384", "4096x4100"]
 MiB = 2**20
 
 
@@ -52,23 +53,30 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
     if block <= 2048:  # rows packed per program (the rules pack below 1024 columns)
         for rows, warps in ((2, 4), (4, 8)):
             out.append((f"1p rows{rows} w{warps}", LaunchConfig(True, block, warps, rows=rows)))
-    if block * itemsize >= 32768:  # two passes: plain, and L2-bounded grids
-        for chunk_bytes, warps in ((8192, 8), (16384, 16), (32768, 16)):
+    if block * itemsize >= 32768:  # split rows: chunk widths and warps (8 to 64 columns a thread) ...
+        group = rules.SPLIT_GROUP_BYTES
+        for chunk_bytes in (8192, 16384, 32768):
             chunk = chunk_bytes // itemsize
-            out.append((f"2p plain c{chunk} w{warps}", LaunchConfig(False, chunk, warps)))
-        chunk = 16384 // itemsize
-        for budget in (4, 8, 16, 32):
-            for per_sm in (2, 4):
-                out.append((f"2p L2<={budget}MiB {per_sm}/SM c{chunk}",
-                            LaunchConfig(False, chunk, 16, programs_per_sm=per_sm, l2_budget=budget * MiB)))
-        base = LaunchConfig(False, chunk, 16, programs_per_sm=2, l2_budget=12 * MiB)
-        out.append(("2p L2<=12MiB forward-order", replace(base, reverse=False)))
+            for warps in (4, 8, 16):
+                if 8 <= chunk // (32 * warps) <= 64:
+                    out.append((f"split c{chunk} w{warps}", LaunchConfig(False, chunk, warps, group_bytes=group)))
+        # ... and, at the shipped chunk, the groups of rows per kernel pair and kernel 2's walk order.
+        base = shipped if not shipped.one_pass else _split_default(itemsize)
+        for mib in (0, 16, 24, 48):
+            label = f"split c{base.block} groups<={mib}MiB" if mib else f"split c{base.block} one group"
+            out.append((label, replace(base, group_bytes=mib * MiB)))
+        out.append((f"split c{base.block} forward walk", replace(base, reverse=False)))
     seen, unique = set(), []
     for label, cfg in out:  # the shipped config may equal a candidate: time it once
         if cfg not in seen:
             seen.add(cfg)
             unique.append((label, cfg))
     return unique
+
+
+def _split_default(itemsize: int) -> LaunchConfig:
+    return LaunchConfig(False, rules.SPLIT_CHUNK_BYTES // itemsize, rules.SPLIT_WARPS,
+                        group_bytes=rules.SPLIT_GROUP_BYTES)
 
 
 def _inputs(m: int, n: int, dtype: torch.dtype, bwd: bool) -> tuple[torch.Tensor, ...]:

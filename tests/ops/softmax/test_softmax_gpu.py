@@ -14,7 +14,7 @@ from ridgeline.ops.softmax.spec import HUGE, HUGE_WIDE, TOLERANCES
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("shape", [HUGE, HUGE_WIDE], ids=["one-pass", "two-pass"])
+@pytest.mark.parametrize("shape", [HUGE, HUGE_WIDE], ids=["one-pass", "split-rows"])
 @pytest.mark.parametrize("op", ["softmax", "softmax_bwd"])
 def test_more_than_2_31_elements(op, shape):
     assert shape[0] * shape[1] > 2**31
@@ -25,8 +25,9 @@ def test_more_than_2_31_elements(op, shape):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("shape", [(4096, 1024), (1024, 4100), (512, 32768), (64, 65536), (256, 128256),
-                                   (3, 151936), (2, 262144), (4096, 100), (1, 1)])
+@pytest.mark.parametrize("shape", [(4096, 1024), (1024, 4100), (512, 32768), (512, 65536), (256, 128256),
+                                   (128, 151936), (64, 262144), (3, 151936), (1, 262144), (64, 65537), (4096, 100),
+                                   (1, 1)])
 def test_large_shapes_forward_and_backward(dtype, shape):
     x = (2 * torch.randn(shape, device="cuda")).to(dtype)
     y = softmax(x)
@@ -38,23 +39,51 @@ def test_large_shapes_forward_and_backward(dtype, shape):
     torch.testing.assert_close(softmax_backward(y, dy).double(), ref, atol=tol.atol, rtol=tol.rtol)
 
 
-@pytest.mark.parametrize("n", [4100, 32000, 128256])
-def test_deterministic_and_batch_invariant(n):
-    x = torch.randn(300, n, device="cuda", dtype=torch.bfloat16)
+@pytest.mark.parametrize("m, n", [(300, 4100), (300, 32000), (300, 65536), (300, 128256), (150, 151936),
+                                  (100, 262144)])
+def test_deterministic_and_batch_invariant(m, n):
+    """Split rows (65536 and wider) launch in groups of rows at these sizes; repeated calls take the cached fast
+    launch path, the single rows one group each."""
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
     y = softmax(x)
     assert torch.equal(y, softmax(x))
-    for i in (0, 137, 299):
+    for i in (0, m // 2, m - 1):
         assert torch.equal(y[i:i + 1], softmax(x[i:i + 1].clone()))
     g = torch.randn_like(x)
     dx = softmax_backward(y, g)
     assert torch.equal(dx, softmax_backward(y, g))
-    assert torch.equal(dx[137:138], softmax_backward(y[137:138].clone(), g[137:138].clone()))
+    i = m // 2
+    assert torch.equal(dx[i:i + 1], softmax_backward(y[i:i + 1].clone(), g[i:i + 1].clone()))
+
+
+@pytest.mark.parametrize("n", [65536, 151936])
+def test_split_groups_and_walk_order_change_no_bit(n):
+    from dataclasses import replace
+
+    from ridgeline.ops.softmax import launch
+
+    x = torch.randn(512, n, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn_like(x)
+    shipped = config_for(n, 2)
+    assert not shipped.one_pass
+    y, dx = launch._softmax_last(x, shipped), launch._softmax_backward_last(x, g, shipped)
+    for cfg in (replace(shipped, group_bytes=0), replace(shipped, group_bytes=2**20), replace(shipped, reverse=False)):
+        for _ in range(2):  # the first call compiles / launches through Triton, the second the cached fast path
+            assert torch.equal(launch._softmax_last(x, cfg), y), cfg.describe()
+            assert torch.equal(launch._softmax_backward_last(x, g, cfg), dx), cfg.describe()
 
 
 def test_strided_rows_equal_contiguous_within_tolerance():
     buf = torch.randn(1024, 4113, device="cuda", dtype=torch.bfloat16)
     x = buf[:, 7:7 + 4100]
     torch.testing.assert_close(softmax(x).double(), torch.softmax(x.double(), -1), atol=1e-5, rtol=1.6e-2)
+    wide = torch.randn(200, 128256 + 13, device="cuda", dtype=torch.bfloat16)[:, 5:5 + 128256]  # split rows
+    torch.testing.assert_close(softmax(wide).double(), torch.softmax(wide.double(), -1), atol=1e-5, rtol=1.6e-2)
+    y = softmax(wide)
+    g = torch.randn(200, 128256 + 7, device="cuda", dtype=torch.bfloat16)[:, :128256]
+    yd, gd = y.double(), g.double()
+    torch.testing.assert_close(softmax_backward(y, g).double(), yd * (gd - (gd * yd).sum(-1, keepdim=True)),
+                               atol=1e-5, rtol=1.6e-2)
 
 
 @pytest.mark.parametrize("op", ["softmax", "softmax_bwd"])

@@ -1,17 +1,20 @@
 """Our softmax kernels (forward and backward) against float64 on the CPU interpreter: dtypes, widths (one pass,
-two pieces, packed rows, two passes), strided rows, other dims, empty inputs, NaN/inf, bad input, autograd,
-torch.compile, and the harness's check."""
+two pieces, packed rows, split rows), strided rows, other dims, empty inputs, NaN/inf, bad input, autograd,
+torch.compile, and the harness's check. The interpreter's rules split rows from 8192 columns forward (4096
+backward) into 4096-column chunks and launch them in groups of 256 KiB, so tiny shapes take the split path."""
 
 import pytest
 import torch
 
 from conftest import DEVICE
+from ridgeline.ops.softmax import launch
 from ridgeline.ops.softmax.launch import softmax, softmax_backward
-from ridgeline.ops.softmax.rules import config_for
+from ridgeline.ops.softmax.rules import MIN_S_BLOCK, LaunchConfig, config_for
 from ridgeline.ops.softmax.spec import TOLERANCES
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# Packed rows (1, 7, 100), one block (769, 5120), two pieces (4100), wide one pass (20000), two passes (70001).
+# Packed rows (1, 7, 100), one block (769, 5120), two pieces (4100); split rows under the interpreter: 20000 (5
+# chunks), 70001 (18 chunks, the last of 369 columns, odd N); backward also 4100 and 5120 (2 chunks).
 SHAPES = [(1, 1), (7, 7), (33, 100), (5, 769), (3, 4100), (2, 5120), (2, 20000), (2, 70001), (2, 3, 64)]
 
 
@@ -48,15 +51,19 @@ def test_backward_matches_fp64(dtype, shape):
 def test_the_shapes_cover_every_layout():
     kinds = {(c.one_pass, c.rows > 1, bool(c.piece_b)) for s in SHAPES for c in [config_for(s[-1], 2)]}
     assert kinds == {(True, True, False), (True, False, False), (True, False, True), (False, False, False)}
-    assert not config_for(20000, 2, bwd=True).one_pass  # the backward's one-pass limit is half the forward's
+    assert config_for(5120, 2).one_pass and not config_for(5120, 2, bwd=True).one_pass  # backward: half the limit
+    assert config_for(70001, 2).block == 4096 and config_for(70001, 4, bwd=True).block == 4096
 
 
 def test_strided_rows_are_read_in_place():
     buf = rand(6, 4113)
     x = buf[:, 7:7 + 4100]  # unaligned start and stride
     assert_close(softmax(x), torch.softmax(x.double(), -1), torch.float32)
-    xw = rand(3, 70014)[:, :70001]
+    xw = rand(3, 70014)[:, :70001]  # split rows, strided
     assert_close(softmax(xw), torch.softmax(xw.double(), -1), torch.float32)
+    yw = torch.softmax(rand(3, 9013), -1)[:, 3:9003]
+    dyw = rand(3, 9001, dtype=torch.float32)[:, :9000]
+    assert_close(softmax_backward(yw, dyw), ref_bwd(yw, dyw), torch.float32)
     y = torch.softmax(rand(5, 800), -1)[:, :769]
     dy = rand(5, 790)[:, :769]
     assert_close(softmax_backward(y, dy), ref_bwd(y, dy), torch.float32)
@@ -88,21 +95,27 @@ def test_last_index_is_the_last_dim():
 def test_empty_inputs():
     assert softmax(rand(0, 4096)).shape == (0, 4096)
     assert softmax(rand(3, 0)).shape == (3, 0)
+    assert softmax(rand(0, 70001)).shape == (0, 70001)
     assert softmax_backward(rand(0, 70001), rand(0, 70001)).shape == (0, 70001)
 
 
-@pytest.mark.parametrize("n", [50, 70001])
+@pytest.mark.parametrize("n", [50, 9000, 70001])
 def test_nan_and_inf_follow_torch(n):
-    x = rand(4, n)
+    x = rand(7, n)
     x[0, 3] = float("nan")
     x[1, 0] = float("inf")
     x[2, 1] = float("-inf")
     x[2, n - 1] = float("-inf")
     x[3] = float("-inf")  # a row of -inf is NaN, as in torch
+    x[4, n // 2:] = float("-inf")  # split rows: whole chunks of -inf in a finite row give 0
+    x[5, n - 1] = float("nan")  # (split rows: in the last, ragged chunk)
+    x[6, n - 2] = float("inf")
     y, ref = softmax(x), torch.softmax(x.double(), -1)
     assert torch.equal(y.isnan(), ref.isnan())
-    assert y[2, 1] == 0 and y[2, n - 1] == 0
+    assert y[0].isnan().all() and y[1].isnan().all() and y[3].isnan().all() and y[6].isnan().all()
+    assert y[2, 1] == 0 and y[2, n - 1] == 0 and (y[4, n // 2:] == 0).all()
     assert_close(y[2], ref[2], torch.float32)
+    assert_close(y[4], ref[4], torch.float32)
 
 
 @pytest.mark.parametrize("n", [4100, 70001])
@@ -169,31 +182,56 @@ def test_torch_compile_fullgraph_forward_and_backward():
         return softmax(x * 1.5, dim=-1) * 2.0
 
     compiled = torch.compile(fn, fullgraph=True, dynamic=False)
-    x = rand(4, 300).requires_grad_()
-    out = compiled(x)
-    torch.testing.assert_close(out.double(), 2.0 * torch.softmax(1.5 * x.detach().double(), -1), atol=1e-6,
-                               rtol=1e-5)
-    out.sum().backward()
-    xd = x.detach().double().requires_grad_()
-    (2.0 * torch.softmax(1.5 * xd, -1)).sum().backward()
-    torch.testing.assert_close(x.grad.double(), xd.grad, atol=1e-6, rtol=1e-4)
+    for shape in ((4, 300), (2, 9000)):  # one pass, split rows (3 chunks)
+        x = rand(*shape).requires_grad_()
+        w = rand(*shape, scale=1.0)
+        out = compiled(x)
+        torch.testing.assert_close(out.double(), 2.0 * torch.softmax(1.5 * x.detach().double(), -1), atol=1e-6,
+                                   rtol=1e-5)
+        (out * w).sum().backward()
+        xd = x.detach().double().requires_grad_()
+        (2.0 * torch.softmax(1.5 * xd, -1) * w.double()).sum().backward()
+        torch.testing.assert_close(x.grad.double(), xd.grad, atol=1e-6, rtol=1e-4)
 
 
-def test_explicit_configs_agree():
-    """Every two-pass chunk and direction order, and a one-pass config given by hand, give the same result within
-    the tolerance (the tuning driver launches these)."""
+# Split configs by hand (the tuning driver launches such): one chunk exactly, one ragged chunk, many chunks (more
+# than MIN_S_BLOCK, so kernel 2 combines a wider block) with a ragged last one of 40 columns, chunks of 1024.
+SPLITS = [(4096, LaunchConfig(False, 4096, 4)), (3000, LaunchConfig(False, 4096, 4)),
+          (9000, LaunchConfig(False, 256, 2)), (8192, LaunchConfig(False, 1024, 4))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n, cfg", SPLITS, ids=["1-chunk", "1-ragged-chunk", "36-chunks", "8-chunks"])
+def test_split_rows_by_hand_match_fp64(dtype, n, cfg):
+    assert -(-9000 // 256) > MIN_S_BLOCK
+    x = rand(3, n, dtype=dtype)
+    assert_close(launch._softmax_last(x, cfg), torch.softmax(x.double(), -1), dtype)
+    y = torch.softmax(rand(3, n), -1).to(dtype)
+    dy = rand(3, n, dtype=dtype, scale=1.0)
+    assert_close(launch._softmax_backward_last(y, dy, cfg), ref_bwd(y, dy), dtype)
+
+
+def test_groups_of_rows_and_the_walk_order_change_no_bit():
     from dataclasses import replace
 
-    from ridgeline.ops.softmax import launch
+    x = rand(7, 9000, dtype=torch.bfloat16)
+    y = torch.softmax(rand(7, 9000), -1).to(torch.bfloat16)
+    dy = rand(7, 9000, dtype=torch.bfloat16, scale=1.0)
+    base = LaunchConfig(False, 1024, 4)  # all rows in one pair of launches, kernel 2 walking last to first
+    fwd, bwd = launch._softmax_last(x, base), launch._softmax_backward_last(y, dy, base)
+    # Rows one by one, three at a time (3 + 3 + 1), and the forward walk.
+    for cfg in (replace(base, group_bytes=1), replace(base, group_bytes=3 * 9000 * 2), replace(base, reverse=False)):
+        assert torch.equal(launch._softmax_last(x, cfg), fwd), cfg.describe()
+        assert torch.equal(launch._softmax_backward_last(y, dy, cfg), bwd), cfg.describe()
 
+
+def test_explicit_one_pass_configs_agree_and_must_fit():
     x = rand(3, 9000)
     ref = torch.softmax(x.double(), -1)
-    base = launch.LaunchConfig(False, 2048, 4)
-    for cfg in (base, replace(base, reverse=False), replace(base, block=4096, l2_budget=2**20),
-                launch.LaunchConfig(True, 8192, 8, piece_b=1024), launch.LaunchConfig(True, 16384, 16)):
+    for cfg in (LaunchConfig(True, 8192, 8, piece_b=1024), LaunchConfig(True, 16384, 16)):
         assert_close(launch._softmax_last(x, cfg), ref, torch.float32)
     with pytest.raises(ValueError, match="cfg: .* does not fit a row of 9000 columns"):
-        launch._softmax_last(x, launch.LaunchConfig(True, 8192, 8))
+        launch._softmax_last(x, LaunchConfig(True, 8192, 8))
 
 
 def test_harness_check_passes_on_the_cpu_set():
@@ -223,8 +261,6 @@ def test_meta_tensors_give_shapes_past_2_31_elements(interpreted, monkeypatch):
 def test_custom_ops_pass_torch_library_opcheck():
     """The fake implementations agree with the real ops (shapes, dtypes, strides) for strided rows too, and the
     autograd registration is sound."""
-    from ridgeline.ops.softmax import launch
-
     torch.library.opcheck(launch.softmax_op, (rand(3, 40).requires_grad_(),))
     torch.library.opcheck(launch.softmax_op, (rand(3, 53)[:, :40],))
     y = torch.softmax(rand(3, 40), -1)

@@ -1,9 +1,14 @@
-"""The softmax launch rules: layouts from the width, dtype and direction only; the grid from the row count."""
+"""The softmax launch rules: layouts from the width, dtype and direction only; the grid and the groups of split
+rows from the row count (which changes no bit)."""
 
+import pytest
 import torch
 
 from ridgeline.ops.softmax import rules
-from ridgeline.ops.softmax.rules import LAYOUTS, Case, LaunchConfig, grid_for
+from ridgeline.ops.softmax.rules import LAYOUTS, MAX_GRID, Case, LaunchConfig, grid_for, s_block, split_plan
+
+MiB = 2**20
+WIDE = (65536, 128256, 151936, 262144)  # the H200 sweep's split rows
 
 
 def layout(n, itemsize=2, bwd=False):
@@ -18,32 +23,56 @@ def test_every_gpu_rule_is_reached_and_the_limits_hold():
     assert layout(16384, 4).one_pass and not layout(16385, 4).one_pass  # fp32: 64 KB too
 
 
-def test_unaligned_rows_take_two_pieces_when_they_save_lanes():
-    cfg = layout(4100)
-    assert (cfg.block, cfg.piece_b) == (4096, 256) and cfg.width() >= 4100
-    assert layout(7168).piece_b == 0  # 4096 + 4096 saves nothing over one 8192 block
-    assert layout(6000).piece_b == 2048 and layout(6500).piece_b == 0  # over a quarter idle, under
-    for n in range(1025, 32768, 997):  # every layout covers its row, the second piece no narrower than its threads
-        c = layout(n)
-        assert c.width() >= n and (not c.piece_b or (c.piece_b >= 32 * c.num_warps and c.block < n))
+def test_split_rows_cut_16_kb_chunks_whatever_the_rows():
+    for n in (32769, *WIDE):
+        for itemsize in (2, 4):
+            for bwd in (False, True):
+                cfg = layout(n, itemsize, bwd)
+                assert not cfg.one_pass and cfg.block * itemsize == rules.SPLIT_CHUNK_BYTES
+                assert cfg.group_bytes == rules.SPLIT_GROUP_BYTES and cfg.reverse
+                # The chunks of a row follow n only: the same for 1 row as for 10^5.
+                assert {split_plan(m, n, itemsize, cfg, bwd)[0] for m in (1, 7, 64, 100000)} == {-(-n // cfg.block)}
+    assert [split_plan(1, n, 2, layout(n))[0] for n in WIDE] == [8, 16, 19, 32]
+    assert [s_block(n, layout(n)) for n in WIDE] == [16, 16, 32, 32]
 
 
-def test_grid_follows_rows_and_the_l2_budget(monkeypatch):
-    dev, sms = torch.device("cuda", 0), 132
-    monkeypatch.setattr(rules, "multiprocessor_count", lambda d: sms)  # (no GPU here)
+def test_split_groups_keep_a_group_within_the_budget_and_balanced():
+    cfg = layout(65536)
+    assert split_plan(512, 65536, 2, cfg) == (8, 256)  # 64 MiB of input: two groups of 32 MiB
+    assert split_plan(256, 128256, 2, layout(128256)) == (16, 128)  # 62.6 MiB: two groups
+    assert split_plan(128, 151936, 2, layout(151936)) == (19, 64)  # 37.1 MiB: two groups of 64 rows, not 110 + 18
+    assert split_plan(64, 262144, 2, layout(262144)) == (32, 64)  # 32 MiB: one group
+    assert split_plan(256, 128256, 2, layout(128256, bwd=True), bwd=True) == (16, 64)  # y and dy: 125 MiB, four
+    assert split_plan(3, 65536, 2, cfg) == (8, 3)
+    one_group = LaunchConfig(False, 8192, 8)
+    assert split_plan(10**6, 65536, 2, one_group) == (8, 10**6)
+    assert split_plan(10**9, 65536, 2, one_group)[1] * 8 <= MAX_GRID  # a launch's grid stays legal
+    for m in range(1, 600, 37):  # groups cover the rows, none over the budget (beyond one row)
+        chunks, rows = split_plan(m, 65536, 2, cfg)
+        assert rows <= m and (rows * 65536 * 2 <= cfg.group_bytes or rows == 1)
+
+
+def test_grid_follows_rows(monkeypatch):
+    dev = torch.device("cuda", 0)
     monkeypatch.setattr(rules, "_INTERPRETED", False)
     one = LaunchConfig(True, 4096, 8)
     assert grid_for(5000, 4096, 2, one, dev) == 5000
     assert grid_for(0, 4096, 2, one, dev) == 0
     assert grid_for(100, 100, 2, LaunchConfig(True, 128, 4, rows=16), dev) == 7
-    two = LaunchConfig(False, 8192, 16, programs_per_sm=2, l2_budget=12 * 2**20)
-    assert grid_for(256, 128256, 2, two, dev) == (12 * 2**20) // (128256 * 2)  # 49 rows of 256 KB in flight
-    assert grid_for(64, 262144, 2, two, dev, bwd=True) == int(0.25 * sms)  # the floor: a quarter of the SMs
-    assert grid_for(100000, 2048, 2, two, dev) == 2 * sms  # narrow enough: programs per SM cap it
-    assert grid_for(256, 128256, 2, LaunchConfig(False, 8192, 16), dev) == 256  # plain: one program per row
+    assert grid_for(512, 65536, 2, layout(65536), dev) == 256 * 8  # programs of one group: (row, chunk) each
+    assert grid_for(64, 262144, 2, layout(262144), dev, bwd=True) == 32 * 32  # 64 MiB of y + dy: two groups
+    assert grid_for(1, 128256, 2, layout(128256), dev) == 16  # one row still spreads over 16 programs
+    assert grid_for(0, 128256, 2, layout(128256), dev) == 0
 
 
-def test_config_is_cached_and_describes_itself():
+def test_config_is_checked_cached_and_describes_itself():
     a = rules.config_for(128256, 2)
     assert a is rules.config_for(128256, 2)
-    assert "2-pass" in a.describe() or "1-pass" in a.describe()
+    assert "split" in a.describe() or "1-pass" in a.describe()
+    assert layout(128256).describe() == "split CHUNK=8192 warps=8 groups<=32MiB reverse"
+    for bad, message in ((dict(block=3000), "power of two"), (dict(piece_b=512), "one-pass layout"),
+                         (dict(rows=2), "one-pass layout")):
+        with pytest.raises(ValueError, match=message):
+            LaunchConfig(False, **{"block": 4096, "num_warps": 4, **bad})
+    with pytest.raises(ValueError, match="split-row layout"):
+        LaunchConfig(True, 4096, 4, group_bytes=MiB)

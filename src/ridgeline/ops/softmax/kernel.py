@@ -1,16 +1,13 @@
 """Softmax over the last dim, forward and backward, in Triton (float32 math whatever the storage dtype).
 
 Two layouts per direction, chosen from the row width and dtype only (rules.py), never from the row count, and
-each row reduced by one program in a fixed order: outputs are deterministic and batch invariant.
+every reduction of a fixed shape: outputs are deterministic and batch invariant.
 
-- one pass (`_softmax_fwd_rows`, `_softmax_bwd_rows`): a tile of ROWS rows held in registers, as one
+- one pass (here: `_softmax_fwd_rows`, `_softmax_bwd_rows`): a tile of ROWS rows held in registers, as one
   power-of-two block or as two pieces (BLOCK unmasked + PIECE_B masked: 4100 = 4096 + 256 instead of a half-idle
   8192 block). Every byte is read once and written once.
-- two passes (`_softmax_fwd_two_pass`, `_softmax_bwd_two_pass`): rows too wide for registers, walked in chunks of
-  CHUNK columns; the first pass reduces (max and sum of exponentials, or the dot product sum(y * dy)), the second
-  re-reads the row and writes it. The re-read costs no DRAM traffic while the row is still in L2, so the host
-  bounds the programs in flight (rules.py: `l2_budget`) and the first pass loads with evict_last, the second
-  with evict_first; REVERSE walks the second pass last chunk first (the most recently read lines first).
+- split rows (kernel_split.py): rows too wide for registers, cut into chunks, one program per (row, chunk), two
+  kernels (chunk statistics to a small float32 workspace, then combine and write).
 
 exp(x - max) is computed as exp2(x * log2(e) - max * log2(e)) (one FMA and one MUFU.EX2 per element); y is
 e * (1 / sum). A row holding +inf gives NaN everywhere and a row of -inf gives NaN, as torch.softmax does;
@@ -121,76 +118,3 @@ def _softmax_bwd_rows(
         _tile_store(DX, rows, ca, M, N, dx_stride, ya * (ga - dot[:, None]), ROW_MASK, A_MASK, EMULATE_RNE)
         if PIECE_B > 0:
             _tile_store(DX, rows, cb, M, N, dx_stride, yb * (gb - dot[:, None]), ROW_MASK, True, EMULATE_RNE)
-
-
-@triton.jit
-def _softmax_fwd_two_pass(
-    X, x_stride_q, Y, y_stride_q, M, n_q,
-    X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
-    CHUNK: tl.constexpr, REVERSE: tl.constexpr, EMULATE_RNE: tl.constexpr,
-):
-    """Two passes over chunks of CHUNK columns, one row per program at a time (grid-stride over the rows)."""
-    N = n_q * N_ALIGN
-    c = tl.arange(0, CHUNK)
-    n_chunks = tl.cdiv(N, CHUNK)
-    for row in range(tl.program_id(0), M, tl.num_programs(0)):
-        x_row = X + tl.cast(row, tl.int64) * x_stride_q * X_ALIGN
-        y_row = Y + tl.cast(row, tl.int64) * y_stride_q * Y_ALIGN
-        # Running max (log2 units) and sum of exp2 relative to it; a chunk's max and sum are block reductions.
-        m = tl.max(tl.full([CHUNK], float("-inf"), tl.float32), axis=0)
-        s = tl.sum(tl.zeros([CHUNK], tl.float32), axis=0)
-        for k in range(0, n_chunks):
-            cols = k * CHUNK + c
-            x = tl.load(x_row + cols, mask=cols < N, other=float("-inf"), eviction_policy="evict_last")
-            x = x.to(tl.float32) * LOG2E
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            # While every value so far is -inf, exponents are taken against 0 (no -inf - -inf = NaN): s stays 0.
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s = s * tl.exp2(m - m_ref) + tl.sum(tl.exp2(x - m_ref), axis=0)
-            m = m_new
-        inv = 1.0 / s
-        for i in range(0, n_chunks):
-            k = i
-            if REVERSE:
-                k = n_chunks - 1 - i
-            cols = k * CHUNK + c
-            mask = cols < N
-            x = tl.load(x_row + cols, mask=mask, other=float("-inf"), eviction_policy="evict_first")
-            y = tl.exp2(x.to(tl.float32) * LOG2E - m) * inv
-            tl.store(y_row + cols, to_storage(y, Y.dtype.element_ty, EMULATE_RNE), mask=mask,
-                     eviction_policy="evict_first")
-
-
-@triton.jit
-def _softmax_bwd_two_pass(
-    Yt, y_stride_q, DY, dy_stride_q, DX, dx_stride_q, M, n_q,
-    Y_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
-    CHUNK: tl.constexpr, REVERSE: tl.constexpr, EMULATE_RNE: tl.constexpr,
-):
-    """Two passes: sum(y * dy) over chunks, then dx = y * (dy - sum) re-reading both rows."""
-    N = n_q * N_ALIGN
-    c = tl.arange(0, CHUNK)
-    n_chunks = tl.cdiv(N, CHUNK)
-    for row in range(tl.program_id(0), M, tl.num_programs(0)):
-        y_row = Yt + tl.cast(row, tl.int64) * y_stride_q * Y_ALIGN
-        dy_row = DY + tl.cast(row, tl.int64) * dy_stride_q * DY_ALIGN
-        dx_row = DX + tl.cast(row, tl.int64) * dx_stride_q * DX_ALIGN
-        # Elementwise partial products summed across chunks, one block reduction at the end (fixed order).
-        acc = tl.zeros([CHUNK], tl.float32)
-        for k in range(0, n_chunks):
-            cols = k * CHUNK + c
-            mask = cols < N
-            y = tl.load(y_row + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            g = tl.load(dy_row + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            acc += y * g
-        dot = tl.sum(acc, axis=0)
-        for i in range(0, n_chunks):
-            k = i
-            if REVERSE:
-                k = n_chunks - 1 - i
-            cols = k * CHUNK + c
-            mask = cols < N
-            y = tl.load(y_row + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            g = tl.load(dy_row + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            tl.store(dx_row + cols, to_storage(y * (g - dot), DX.dtype.element_ty, EMULATE_RNE), mask=mask,
-                     eviction_policy="evict_first")

@@ -20,19 +20,21 @@ from ridgeline.lib.launch import (
     row_stride,
     stride_alignment,
 )
-from ridgeline.ops.softmax.kernel import (
-    _softmax_bwd_rows,
-    _softmax_bwd_two_pass,
-    _softmax_fwd_rows,
-    _softmax_fwd_two_pass,
+from ridgeline.ops.softmax.kernel import _softmax_bwd_rows, _softmax_fwd_rows
+from ridgeline.ops.softmax.kernel_split import (
+    _softmax_bwd_split_dot,
+    _softmax_bwd_split_write,
+    _softmax_fwd_split_stats,
+    _softmax_fwd_split_write,
 )
-from ridgeline.ops.softmax.rules import _INTERPRETED, LaunchConfig, config_for, grid_for
+from ridgeline.ops.softmax.rules import _INTERPRETED, LaunchConfig, config_for, grid_for, s_block, split_plan
 
-_LAUNCHERS = {
-    (False, True): CachedLauncher(_softmax_fwd_rows),
-    (False, False): CachedLauncher(_softmax_fwd_two_pass),
-    (True, True): CachedLauncher(_softmax_bwd_rows),
-    (True, False): CachedLauncher(_softmax_bwd_two_pass),
+# One pass, per direction (bwd: False / True).
+_LAUNCHERS = {False: CachedLauncher(_softmax_fwd_rows), True: CachedLauncher(_softmax_bwd_rows)}
+# Split rows, per direction: (kernel 1: chunk statistics, kernel 2: combine and write).
+_SPLIT_LAUNCHERS = {
+    False: (CachedLauncher(_softmax_fwd_split_stats), CachedLauncher(_softmax_fwd_split_write)),
+    True: (CachedLauncher(_softmax_bwd_split_dot), CachedLauncher(_softmax_bwd_split_write)),
 }
 
 
@@ -67,13 +69,17 @@ def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ..
         cfg = config_for(n, x0.dtype.itemsize, bwd)
     elif cfg.one_pass and (cfg.width() < n or (cfg.piece_b and cfg.block > n)):
         raise ValueError(f"cfg: {cfg.describe()} does not fit a row of {n} columns")
-    launcher = _LAUNCHERS[(bwd, cfg.one_pass)]
     fast_key = None
-    if x0.is_cuda and launcher.enabled():
-        # Everything the compiled kernel and the grid depend on; id(cfg): configs come from a cache (or the
+    if x0.is_cuda and CachedLauncher.enabled():
+        # Everything the compiled kernels and the grid depend on; id(cfg): configs come from a cache (or the
         # caller keeps theirs), and the entry holds the config, so the id is not reused while it is cached.
         fast_key = (x0.get_device(), id(cfg), m, n, strides, x0.dtype, tensors[-1].dtype,
                     tuple(t.data_ptr() & 15 for t in tensors))
+    if not cfg.one_pass:
+        _launch_split(bwd, tensors, strides, m, n, cfg, fast_key)
+        return
+    launcher = _LAUNCHERS[bwd]
+    if fast_key is not None:
         hit = launcher.cached(fast_key)
         if hit is not None:
             kernel, (grid, args_tail, cvals, _) = hit
@@ -82,18 +88,61 @@ def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ..
             return
     aligns = _alignments(n, x0.dtype.itemsize, strides)
     grid = grid_for(m, n, x0.dtype.itemsize, cfg, x0.device, bwd)
-    names = ("Y_ALIGN", "DY_ALIGN", "DX_ALIGN") if bwd else ("X_ALIGN", "Y_ALIGN")
-    constexprs: dict = dict(zip(names, aligns[1:], strict=True))
-    constexprs["N_ALIGN"] = aligns[0]
-    if cfg.one_pass:
-        constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows)
-    else:
-        constexprs.update(CHUNK=cfg.block, REVERSE=cfg.reverse)
-    constexprs["EMULATE_RNE"] = _INTERPRETED
-    args_tail = (aligns, cfg.rows if cfg.one_pass else 0)
+    constexprs = _align_constexprs(bwd, aligns)
+    constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows, EMULATE_RNE=_INTERPRETED)
+    args_tail = (aligns, cfg.rows)
     args = _args(tensors, strides, args_tail, m, n)
     launcher.launch(grid, args, constexprs, cfg.num_warps, fast_key,
                     (grid, args_tail, tuple(constexprs.values()), cfg))
+
+
+def _align_constexprs(bwd: bool, aligns: tuple[int, ...]) -> dict:
+    names = ("Y_ALIGN", "DY_ALIGN", "DX_ALIGN") if bwd else ("X_ALIGN", "Y_ALIGN")
+    constexprs: dict = dict(zip(names, aligns[1:], strict=True))
+    constexprs["N_ALIGN"] = aligns[0]
+    return constexprs
+
+
+def _launch_split(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], m: int, n: int,
+                  cfg: LaunchConfig, fast_key: tuple | None) -> None:
+    """Split rows: per group of rows, kernel 1 (chunk statistics to a float32 workspace) then kernel 2 (combine,
+    re-read, write). The workspace is [m, S, 2] forward, [m, S] backward (8 or 4 bytes a chunk)."""
+    first, second = _SPLIT_LAUNCHERS[bwd]
+    x0 = tensors[0]
+    hits = (first.cached(fast_key), second.cached(fast_key)) if fast_key is not None else (None, None)
+    if hits[0] is not None and hits[1] is not None:
+        (k1, (chunks, rows, aligns, cv1, _)), (k2, cv2) = hits
+        ws = torch.empty((m, chunks, 2) if not bwd else (m, chunks), dtype=torch.float32, device=x0.device)
+        for row0 in range(0, m, rows):
+            grid = chunks * min(rows, m - row0)
+            a1, a2 = _split_args(tensors, strides, aligns, ws, row0, n)
+            first.run(k1, grid, a1, cv1, fast_key[0])
+            second.run(k2, grid, a2, cv2, fast_key[0])
+        return
+    chunks, rows = split_plan(m, n, x0.dtype.itemsize, cfg, bwd)
+    aligns = _alignments(n, x0.dtype.itemsize, strides)
+    ws = torch.empty((m, chunks, 2) if not bwd else (m, chunks), dtype=torch.float32, device=x0.device)
+    # Kernel 1 reads the inputs only (no output's alignment); kernel 2 all of them.
+    c2 = _align_constexprs(bwd, aligns)
+    c1 = {k: v for k, v in c2.items() if k != ("DX_ALIGN" if bwd else "Y_ALIGN")}
+    c1["CHUNK"] = cfg.block
+    c2.update(CHUNK=cfg.block, S_BLOCK=s_block(n, cfg), REVERSE=cfg.reverse, EMULATE_RNE=_INTERPRETED)
+    for row0 in range(0, m, rows):
+        grid = chunks * min(rows, m - row0)
+        a1, a2 = _split_args(tensors, strides, aligns, ws, row0, n)
+        # (The entries remembered under fast_key rebuild every group's arguments: row0 is not specialized on.)
+        first.launch(grid, a1, c1, cfg.num_warps, fast_key, (chunks, rows, aligns, tuple(c1.values()), cfg))
+        second.launch(grid, a2, c2, cfg.num_warps, fast_key, tuple(c2.values()))
+
+
+def _split_args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], aligns: tuple[int, ...],
+                ws: torch.Tensor, row0: int, n: int) -> tuple[tuple, tuple]:
+    """Arguments of kernel 1 (the inputs) and kernel 2 (inputs and output) of one group of rows."""
+    pairs: list = []
+    for t, s, a in zip(tensors, strides, aligns[1:], strict=True):
+        pairs += [t, s // a]
+    tail = [ws, row0, n // aligns[0]]
+    return tuple(pairs[:-2] + tail), tuple(pairs + tail)
 
 
 def _args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], tail: tuple, m: int, n: int) -> tuple:
@@ -101,10 +150,7 @@ def _args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], tail: tup
     args: list = []
     for t, s, a in zip(tensors, strides, aligns[1:], strict=True):
         args += [t, s // a]
-    args += [m, n // aligns[0]]
-    if rows:  # one pass: the number of row tiles
-        args.append(-(-m // rows))
-    return tuple(args)
+    return (*args, m, n // aligns[0], -(-m // rows))  # (the last: the number of row tiles)
 
 
 def _check_x(name: str, x: object) -> torch.Tensor:

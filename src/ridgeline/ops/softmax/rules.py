@@ -1,18 +1,26 @@
-"""Launch rules of the softmax kernels (kernel.py): an ordered table of data, first match wins.
+"""Launch rules of the softmax kernels (kernel.py, kernel_split.py): an ordered table of data, first match wins.
 
-A call is a `Case` (row width N, the storage itemsize, forward or backward, rows M, the GPU's SMs, the CPU
-interpreter or not). `LAYOUTS` picks the row's layout and arithmetic (one pass over one block or two pieces, rows
-per program, warps, or two passes over chunks) from N, the itemsize and the direction only, never from M: a
-row's result does not depend on the batch. `grid_for` then sizes the grid from M (which changes no bit).
+A call is a `Case` (row width N, the storage itemsize, forward or backward, the CPU interpreter or not).
+`LAYOUTS` picks the row's layout and arithmetic (one pass over one block or two pieces, rows per program, warps;
+or split rows: chunk width, warps) from N, the itemsize and the direction only, never from the row count M: a
+row's result does not depend on the batch. `grid_for` / `split_plan` then size the grid and the groups of rows
+from M (which changes no bit).
+
+Rows too wide for one program's registers are split: S = cdiv(N, chunk) programs per row, two kernels (chunk
+statistics to a float32 workspace, then combine, re-read and write). They replace the former two-pass kernel (one
+program per row, walking the row twice), whose grid had to be capped for its re-read to hit L2 and so left most
+SMs idle (0.14-0.35 of speed of light on the H200 at 64K-256K columns): with one program per chunk the grid fills
+the GPU at any row count and the L2 is kept for the re-read by launching the rows in groups instead.
 
 Where the numbers come from: the RMSNorm rules measured on the same H200 (ops/rmsnorm/config.py, rules.py):
 ~16 columns a thread for rows of 16-byte multiples (32 for others), 1-16 warps, a row of up to 64 KB in one
 program's registers without spills, power-of-two pieces for rows that would leave over a quarter of a
-power-of-two block idle (4100), and two passes over 8192-column chunks beyond. The softmax backward holds two
-rows (y and dy), so its one-pass limit is half. What is still a guess (not yet measured for softmax; the
-tuning driver scripts/device/tune_softmax.py times the alternatives): the one-pass limit at 32768 columns (fwd,
-16-bit) and 16384 (bwd), the warps there, rows packed per program below 1024 columns, the chunk width of the
-two-pass kernels, and the two-pass grid's L2 budget (`L2_BUDGET_BYTES`) against one program per row.
+power-of-two block idle (4100). The softmax backward holds two rows (y and dy), so its one-pass limit is half;
+the H200 sweep measured one pass at 0.87-0.96 of speed of light up to those limits (32768 16-bit columns
+forward, 16384 backward). Guesses the tuning driver (scripts/device/tune_softmax.py) settles: the split chunk
+(`SPLIT_CHUNK_BYTES`: 16 KB) and its warps (`SPLIT_WARPS`: 8), the group budget (`SPLIT_GROUP_BYTES`: 32 MiB of
+input per launch pair) against one group, kernel 2's reverse walk, one pass against split rows at the one-pass
+limit, the warps of the widest one-pass rows, and the rows packed per program below 1024 columns.
 """
 
 from __future__ import annotations
@@ -23,25 +31,32 @@ from dataclasses import dataclass, replace
 
 import triton
 
-from ridgeline.lib.launch import interpreter_enabled, multiprocessor_count
+from ridgeline.lib.launch import interpreter_enabled
 
 # Widest row (bytes of one tensor's row in its storage dtype) held in registers by one program: forward one
 # tensor, backward two (y and dy). 64 KB = 32768 16-bit columns over 16 warps (RMSNorm: 114-126 registers, no
-# spills on sm_90).
+# spills on sm_90). Wider rows are split across programs.
 MAX_ONE_PASS_BYTES = {False: 65536, True: 32768}
-# Two passes: chunk bytes per tensor (8192 16-bit columns, 4096 fp32) over 16 warps: 16 bytes a thread a load.
-CHUNK_BYTES = 16384
-CHUNK_WARPS = 16
-# Two passes: programs in flight are capped so that (programs) x (bytes each re-reads) stays within this much
-# of the L2 (60 MiB on the H200, but a hot re-read stays fast only up to ~16 MiB of footprint: FACTS.md).
-L2_BUDGET_BYTES = 12 * 2**20
-# ... but never below this many programs per SM's worth of the GPU (a handful of SMs cannot pull DRAM bandwidth).
-MIN_TWO_PASS_PROGRAMS_PER_SM = 0.25
-# Two passes: resident programs of 16 warps per SM at most (64 warps per SM on Hopper: 4; 2 leaves registers).
-TWO_PASS_PROGRAMS_PER_SM = 2
+# Split rows: chunk bytes per tensor (8192 16-bit columns, 4096 fp32) over 8 warps: 64 bytes a thread, four
+# 16-byte loads, ~4 programs resident per SM. Guesses: the tuning driver times 4096-16384 columns and 4-16 warps.
+SPLIT_CHUNK_BYTES = 16384
+SPLIT_WARPS = 8
+# Split rows: the rows are launched in groups (kernel 1 then kernel 2 per group) of at most this many input bytes,
+# so kernel 2 re-reads its group from L2 (60 MiB on the H200; a hot copy is still ~5.8 TB/s at 16 MiB and ~4.0 at
+# 24: FACTS.md). Guess: the driver times 16, 32, 48 MiB and no groups. Changes no bit (a row's chunks do not move).
+SPLIT_GROUP_BYTES = 32 * 2**20
+# Kernel 2 combines a row's chunk statistics as one block of at least this many slots (fewer compiled variants;
+# the padding adds exact zeros).
+MIN_S_BLOCK = 16
+# The CPU interpreter splits rows much narrower (so tiny tests take the split path, with many chunks) into 4096-
+# column chunks, and groups rows by 256 KiB (so tests launch several groups).
+INTERPRETER_ONE_PASS_COLUMNS = {False: 8192, True: 4096}
+INTERPRETER_CHUNK = 4096
+INTERPRETER_GROUP_BYTES = 256 * 2**10
 # Narrow rows: rows packed into one program's tile up to this many elements.
 PACK_ELEMENTS = 2048
 PACK_BELOW = 1024  # power-of-two blocks narrower than this pack rows
+MAX_GRID = 2**31 - 1  # programs of one launch (the grid's x dimension)
 
 
 @dataclass(frozen=True)
@@ -49,45 +64,42 @@ class LaunchConfig:
     """How rows of width N are processed: a function of N, the dtype and the direction only (batch invariance)."""
 
     one_pass: bool
-    block: int  # one pass: the (first) power-of-two block; two passes: the chunk width
+    block: int  # one pass: the (first) power-of-two block; split rows: the chunk width (a power of two)
     num_warps: int
     piece_b: int = 0  # one pass: a second, masked power-of-two piece after block (0: none)
     rows: int = 1  # one pass: rows per program tile
-    # Persistent grid: programs per SM (0: one program per tile or row). Changes no bit.
-    programs_per_sm: int = 0
-    # Two passes: cap the programs in flight at l2_budget / (bytes of a row each re-reads); 0: no cap.
-    l2_budget: int = 0
-    reverse: bool = True  # two passes: the second pass walks the chunks last to first
+    # Split rows: rows launched in groups of at most this many input bytes (0: all rows in one pair). No bit changes.
+    group_bytes: int = 0
+    reverse: bool = True  # split rows: kernel 2 walks the programs last to first (most recently read lines first)
 
     def __post_init__(self) -> None:
+        if self.block < 1 or self.block & (self.block - 1):
+            raise ValueError(f"LaunchConfig: block must be a power of two, got {self.block}")
         if self.piece_b and not self.one_pass:
             raise ValueError("LaunchConfig: a second piece is a one-pass layout")
         if self.rows > 1 and not self.one_pass:
             raise ValueError("LaunchConfig: rows per program are a one-pass layout")
+        if self.group_bytes and self.one_pass:
+            raise ValueError("LaunchConfig: groups of rows are a split-row layout")
 
     def width(self) -> int:
         return self.block + self.piece_b
 
     def describe(self) -> str:
-        grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else ("tile/program" if self.one_pass
-                                                                             else "row/program")
-        if self.l2_budget:
-            grid += f" L2<={self.l2_budget // 2**20}MiB"
         if self.one_pass:
             pieces = f"{self.block}+{self.piece_b}" if self.piece_b else str(self.block)
-            return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps} grid={grid}"
-        return f"2-pass CHUNK={self.block} warps={self.num_warps} grid={grid}" + (" reverse" if self.reverse else "")
+            return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}"
+        group = f"groups<={self.group_bytes / 2**20:g}MiB" if self.group_bytes else "one group"
+        return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
 
 
 @dataclass(frozen=True)
 class Case:
-    """What the rules may look at."""
+    """What the layout rules may look at (never the row count)."""
 
     n: int
     itemsize: int
     bwd: bool = False
-    m: int = 1
-    sms: int = 132
     interpreted: bool = False
 
     @property
@@ -128,16 +140,15 @@ def _one_pass(case: Case) -> LaunchConfig:
     return LaunchConfig(True, first, warps, piece_b=second)
 
 
-def _two_pass(case: Case) -> LaunchConfig:
-    chunk = CHUNK_BYTES // case.itemsize
-    return LaunchConfig(False, chunk, CHUNK_WARPS, programs_per_sm=TWO_PASS_PROGRAMS_PER_SM,
-                        l2_budget=L2_BUDGET_BYTES)
+def _split(case: Case) -> LaunchConfig:
+    return LaunchConfig(False, SPLIT_CHUNK_BYTES // case.itemsize, SPLIT_WARPS, group_bytes=SPLIT_GROUP_BYTES)
 
 
 def _interpreted(case: Case) -> LaunchConfig:
-    """The CPU interpreter: the same layouts, smaller two-pass chunks (fewer idle lanes in tiny tests)."""
-    cfg = _first_layout(replace(case, interpreted=False))
-    return cfg if cfg.one_pass else replace(cfg, block=min(cfg.block, 4096))
+    """The CPU interpreter: the GPU's one-pass layouts up to a low width, then split rows of 4096-column chunks."""
+    if case.block <= INTERPRETER_ONE_PASS_COLUMNS[case.bwd]:
+        return _first_layout(replace(case, interpreted=False))
+    return LaunchConfig(False, INTERPRETER_CHUNK, SPLIT_WARPS, group_bytes=INTERPRETER_GROUP_BYTES)
 
 
 @dataclass(frozen=True)
@@ -150,13 +161,14 @@ class Rule:
 
 LAYOUTS: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _interpreted,
-         "CPU tests: as on the GPU, with 4096-column chunks so small wide-row tests stay fast"),
+         "CPU tests: split rows from 8192 columns (4096 backward) in 4096-column chunks, so tiny tests split rows"),
     Rule("packed rows", lambda c: c.block < PACK_BELOW, _packed,
          "rows under 1024 columns: one row per program would leave most threads of a warp idle (guess: tune)"),
     Rule("one pass", lambda c: c.block * c.itemsize <= MAX_ONE_PASS_BYTES[c.bwd], _one_pass,
          "the row(s) fit one program's registers: every byte read once, written once (RMSNorm: 64 KB, no spills)"),
-    Rule("two passes", lambda c: True, _two_pass,
-         "too wide for registers: reduce, then re-read the row from L2 (programs in flight capped by the L2 budget)"),
+    Rule("split rows", lambda c: True, _split,
+         "too wide for registers: one program per (row, 16 KB chunk) fills the GPU at any row count; kernel 1 writes "
+         "chunk statistics, kernel 2 re-reads its chunk from L2 (rows grouped by 32 MiB) and writes"),
 )
 
 
@@ -182,20 +194,31 @@ def config_for(n: int, itemsize: int, bwd: bool = False) -> LaunchConfig:
 _INTERPRETED = interpreter_enabled()
 
 
+def split_plan(m: int, n: int, itemsize: int, cfg: LaunchConfig, bwd: bool = False) -> tuple[int, int]:
+    """Split rows: (chunks per row, rows per group). The chunks follow n and the config only; the groups (sized so
+    one group's input bytes stay within cfg.group_bytes, balanced) follow m too, and change no bit."""
+    chunks = triton.cdiv(n, cfg.block)
+    rows = m
+    if cfg.group_bytes and m:
+        groups = triton.cdiv(m * n * itemsize * (2 if bwd else 1), cfg.group_bytes)
+        rows = triton.cdiv(m, groups)
+    return chunks, max(1, min(rows, MAX_GRID // chunks))
+
+
+def s_block(n: int, cfg: LaunchConfig) -> int:
+    """Split rows: slots of kernel 2's combine of a row's chunk statistics (a function of n only)."""
+    return max(MIN_S_BLOCK, triton.next_power_of_2(triton.cdiv(n, cfg.block)))
+
+
 def grid_for(m: int, n: int, itemsize: int, cfg: LaunchConfig, device, bwd: bool = False) -> int:
-    """Programs for m rows: one per tile (or row), or a persistent grid capped by programs per SM and, for two
-    passes, by the L2 budget. Under the CPU interpreter at most 4 (each program instance costs ~1 ms there)."""
-    tiles = triton.cdiv(m, cfg.rows)
-    if tiles == 0:
+    """Programs of one launch for m rows: one pass, one per tile (at most 4 under the CPU interpreter, where each
+    program instance costs ~1 ms: the kernels grid-stride); split rows, one per (row, chunk) of a group of rows."""
+    if m == 0 or n == 0:
         return 0
-    sms = multiprocessor_count(device)
+    if not cfg.one_pass:
+        chunks, rows = split_plan(m, n, itemsize, cfg, bwd)
+        return chunks * min(m, rows)
+    tiles = triton.cdiv(m, cfg.rows)
     if _INTERPRETED and getattr(device, "type", "cpu") != "cuda":
         return min(tiles, 4)
-    grid = tiles
-    if cfg.programs_per_sm:
-        grid = min(grid, cfg.programs_per_sm * sms)
-    if cfg.l2_budget:
-        row_bytes = n * itemsize * (2 if bwd else 1)
-        floor = max(1, int(MIN_TWO_PASS_PROGRAMS_PER_SM * sms))
-        grid = min(grid, max(floor, cfg.l2_budget // max(1, row_bytes)))
-    return max(1, grid)
+    return tiles

@@ -38,7 +38,7 @@ EDGE: list[Shape] = [
     (0, 4096),
 ]
 CPU: list[Shape] = [(1, 4096), (16, 4096), (64, 1000), (4, 32000), (2, 70000)]
-# More than 2^31 elements: 64-bit offsets or bust (CUDA only). Two layouts: one pass and two passes.
+# More than 2^31 elements: 64-bit offsets or bust (CUDA only). Two layouts: one pass and split rows.
 HUGE: Shape = (2**31 // 4096 + 1, 4096)
 HUGE_WIDE: Shape = (2**31 // 131072 + 1, 131072)
 
