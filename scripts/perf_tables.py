@@ -71,9 +71,9 @@ SHOWN_PEERS = ("liger", "torch-F", "torch-compile")  # HF eager is in every reco
 
 def _index(d: dict) -> dict:
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
-    for m in d["measurements"]:
-        if not (m.get("variant") or ""):
-            rows[(m["regime"], tuple(m["shape"]))][m["impl"]] = m
+    for m in d["measurements"]:  # a variant (causal, tanh, row) is part of the row's label
+        v = m.get("variant") or ""
+        rows[(m["regime"], tuple(m["shape"]) + ((v,) if v else ()))][m["impl"]] = m
     return rows
 
 
@@ -91,7 +91,12 @@ def _geo(xs: list[float]) -> str:
 
 
 def _shape(s: tuple) -> str:
-    return "x".join(map(str, s))
+    dims = [str(x) for x in s if isinstance(x, int)]
+    return " ".join(["x".join(dims), *(x for x in s if isinstance(x, str))])
+
+
+def _order(s: tuple) -> tuple:
+    return tuple(str(x).zfill(12) for x in (s[-1], *s))
 
 
 def compact(path: str) -> str:
@@ -99,15 +104,20 @@ def compact(path: str) -> str:
     rows = _index(d)
     regimes = [r for r in ("graph-cold", "graph-hot", "cold-eager", "host") if any(k[0] == r for k in rows)]
     first, rest = regimes[0], regimes[1:]
-    peers = [p for p in SHOWN_PEERS if any(p in v for v in rows.values()) or p in d["settings"].get("impls", [])]
-    head = ["shape", "MB", f"{first} µs", "GB/s", "% SOL"] + [PEER_NAMES[p] for p in peers] + ["x"]
+    asked = [i for i in d["settings"].get("impls", []) if not i.startswith("ridgeline") and ":" not in i]
+    present = {m["impl"] for m in d["measurements"] if m.get("source") == "peer"}
+    others = sorted((present | set(asked)) - set(SHOWN_PEERS) - {"torch-eager"})
+    peers = [p for p in (*SHOWN_PEERS, *others) if p in present or p in asked]
+    if not peers and ("torch-eager" in present or "torch-eager" in asked):
+        peers = ["torch-eager"]
+    head = ["shape", "MB", f"{first} µs", "GB/s", "% SOL"] + [PEER_NAMES.get(p, p) for p in peers] + ["x"]
     for r in rest:
         head += [f"{r} µs", "best peer", "x"]
     out = [f"`{path.split('/')[-1]}` ({d['settings']['op']}, C = {d['device']['copy_gbps']:.0f} GB/s; "
            "µs = median; x = best peer / ours)", "", "| " + " | ".join(head) + " |",
            "|---|" + "---:|" * (len(head) - 1)]
     speedups: dict[str, list[float]] = defaultdict(list)
-    for shape in sorted({k[1] for k in rows}, key=lambda s: (s[-1], s)):
+    for shape in sorted({k[1] for k in rows}, key=_order):
         impls = rows.get((first, shape), {})
         ours = impls.get("ridgeline")
         if ours is None:
