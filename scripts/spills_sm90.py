@@ -1,7 +1,7 @@
 """Registers, spills and shared memory of every attention kernel at the tile configs the GPU launch rules pick,
 compiled ahead of time for sm_90 (no GPU needed).
 
-Usage: python scripts/spills_sm90.py [--d 64 128 256] [--kernel fwd dkdv dq] [--try KERNEL:BMxBNxWxS ...]
+Usage: python scripts/spills_sm90.py [--d 64 128 256] [--kernel fwd dkdv dq] [--try KERNEL:BMxBNxWxS[t] ...]
 
 The launches are recorded the way `ridgeline profile` records them (`capture_call` on meta inputs with the
 package's `gpu_rules` hook: exactly the arguments launch.py passes on a GPU), for B1 S4096 H8 bf16, causal and
@@ -40,10 +40,13 @@ def recorded_launches(dims: list[int], kernels: list[str]) -> list[tuple[str, Tr
     return out
 
 
-def with_config(launch: TritonLaunch, block_m: int, block_n: int, warps: int, stages: int) -> TritonLaunch:
-    return dataclasses.replace(launch, args={**launch.args, "BLOCK_M": block_m, "BLOCK_N": block_n},
+def with_config(launch: TritonLaunch, block_m: int, block_n: int, warps: int, stages: int,
+                tma: bool = False) -> TritonLaunch:
+    extra = {"TMA": True} if tma else {}
+    return dataclasses.replace(launch, args={**launch.args, "BLOCK_M": block_m, "BLOCK_N": block_n, **extra},
                                num_warps=warps, num_stages=stages,
-                               config=f"BLOCK_M={block_m} BLOCK_N={block_n} warps={warps} stages={stages}")
+                               config=f"BLOCK_M={block_m} BLOCK_N={block_n} warps={warps} stages={stages}"
+                               + (" tma" if tma else ""))
 
 
 def compile_all(launches: list[TritonLaunch], out_dir: Path) -> list[dict]:
@@ -60,21 +63,24 @@ def compile_all(launches: list[TritonLaunch], out_dir: Path) -> list[dict]:
 
 
 def config_of(la: TritonLaunch) -> str:
-    return f"{la.args['BLOCK_M']}x{la.args['BLOCK_N']} w{la.num_warps} s{la.num_stages}"
+    tma = " tma" if la.args.get("TMA") else ""
+    return f"{la.args['BLOCK_M']}x{la.args['BLOCK_N']} w{la.num_warps} s{la.num_stages}{tma}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", nargs="*", type=int, default=[64, 128, 256])
     ap.add_argument("--kernel", nargs="*", default=["fwd", "dkdv", "dq"], choices=["fwd", "dkdv", "dq"])
-    ap.add_argument("--try", dest="tries", nargs="*", default=[], metavar="KERNEL:BMxBNxWxS")
+    ap.add_argument("--try", dest="tries", nargs="*", default=[], metavar="KERNEL:BMxBNxWxS[t]",
+                    help="a trailing t: the forward's TMA candidate (K/V through tensor descriptors)")
     args = ap.parse_args()
     rows = recorded_launches(args.d, args.kernel)
     extra = []
     for t in args.tries:
         kind, cfg = t.split(":")
-        bm, bn, w, s = (int(x) for x in cfg.split("x"))
-        extra += [(label + " try", with_config(la, bm, bn, w, s)) for label, la in rows if label.startswith(kind)]
+        tma = cfg.endswith("t")
+        bm, bn, w, s = (int(x) for x in cfg.rstrip("t").split("x"))
+        extra += [(label + " try", with_config(la, bm, bn, w, s, tma)) for label, la in rows if label.startswith(kind)]
     rows += extra
     with tempfile.TemporaryDirectory() as tmp:
         facts = compile_all([la for _, la in rows], Path(tmp))

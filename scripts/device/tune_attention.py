@@ -30,6 +30,11 @@ SHAPES = [(4, 4096, 32, 8, 128, False), (4, 4096, 32, 8, 128, True), (4, 4096, 3
           (4, 4096, 16, 16, 256, True)]
 FWD = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 8, 4),
                                                   (128, 128, 8, 2), (64, 64, 4, 3), (64, 64, 8, 2), (128, 32, 8, 3)]]
+# The TMA candidates (K/V through tensor descriptors): spill-free at sm_90 (scripts/spills_sm90.py --try ...t):
+# D=128 128x64 w8 s3 at 167 registers (pointer loads: 191), 128x128 w8 s2-3 at 237; D=64 128x64 w8 s2 at 128
+# (two programs an SM); D=256 64x64 w8 s2 at 192 (pointer loads: 218).
+FWD += [AttnConfig(m, n, w, s, tma=True) for m, n, w, s in [(128, 64, 8, 3), (128, 64, 8, 2), (128, 128, 8, 3),
+                                                            (128, 128, 8, 2), (64, 64, 8, 2), (64, 64, 4, 3)]]
 DKDV = [AttnConfig(m, n, w, s) for m, n, w, s in [(64, 128, 8, 2), (64, 64, 8, 2), (64, 64, 4, 3), (64, 32, 8, 2),
                                                    (32, 64, 4, 3), (128, 64, 8, 2), (32, 128, 8, 2),
                                                    # spill-free on sm_90 (scripts/spills_sm90.py) and D=256's wgmma one

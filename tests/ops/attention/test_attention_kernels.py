@@ -243,3 +243,26 @@ def test_harness_check_passes_on_cpu_cases():
         report = ridgeline.check(op, impls="ridgeline", cases=spec_cases, device=DEVICE)
         results = report.results if hasattr(report, "results") else report
         assert results and all(r.passed for r in results), [r.reasons for r in results]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_forward_candidate_matches_the_pointer_path(causal):
+    """The forward's TMA candidate (K/V tiles through tensor descriptors; rows past a sequence arrive as zeros)
+    gives the pointer path's bits: dense with ragged key tiles, GQA, and packed sequences bounded per sequence."""
+    from ridgeline.ops.attention.launch import _forward, _prepare, tma_readable
+    from ridgeline.ops.attention.rules import AttnConfig
+
+    pointer, tma = AttnConfig(16, 16, 4, 1), AttnConfig(16, 16, 4, 1, tma=True)
+    q, k, v = qkv(2, 21, 37, 4, 2, 32, torch.bfloat16)
+    odd = rand(2, 37, 2, 36, dtype=torch.bfloat16)[..., :32]  # heads 72 bytes apart: not 16-byte aligned
+    assert tma_readable(k, False) and not tma_readable(odd, False)
+    args = _prepare(q, k, v, causal, None, None, None, None)
+    out_p, lse_p = _forward(*args, cfg=pointer)
+    out_t, lse_t = _forward(*args, cfg=tma)
+    assert torch.equal(out_p, out_t) and torch.equal(lse_p, lse_t)
+    close(out_t, ref(q, k, v, causal=causal)[0], torch.bfloat16)
+    lens = [5, 0, 19, 1]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    qp, kp, vp = (rand(sum(lens), h, 32, dtype=torch.bfloat16) for h in (4, 2, 2))
+    args = _prepare(qp, kp, vp, causal, None, None, cu, max(lens))
+    assert torch.equal(_forward(*args, cfg=pointer)[0], _forward(*args, cfg=tma)[0])

@@ -75,15 +75,18 @@ def _seq_bounds(cu_q, cu_k, b, seqlen_q, seqlen_k, VARLEN: tl.constexpr):
 
 
 @triton.jit
-def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_k, s_v, offs_m, offs_d, seq_k, shift, left, right, qk_scale,
-               start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_m, offs_d, seq_k, shift, left,
+               right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
-        kv_off = offs_n.to(tl.int64)[:, None] * s_k + offs_d[None, :]
-        if MASKED:
+        if TMA:  # the copy engine fetches the tile (rows past seq_k arrive as zeros): no per-element addresses
+            k = k_desc.load([n0, 0])
+        elif MASKED:
+            kv_off = offs_n.to(tl.int64)[:, None] * s_k + offs_d[None, :]
             k = tl.load(k_base + kv_off, mask=(offs_n < seq_k)[:, None], other=0.0)
         else:
+            kv_off = offs_n.to(tl.int64)[:, None] * s_k + offs_d[None, :]
             k = tl.load(k_base + kv_off)
         if UPCAST:
             k = k.to(tl.float32)
@@ -96,10 +99,13 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_k, s_v, offs_m, offs_d, seq_k
         p = tl.math.exp2(s - m_sub[:, None])
         alpha = tl.math.exp2(m_i - m_sub)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v_off = offs_n.to(tl.int64)[:, None] * s_v + offs_d[None, :]
-        if MASKED:
+        if TMA:
+            v = v_desc.load([n0, 0])
+        elif MASKED:
+            v_off = offs_n.to(tl.int64)[:, None] * s_v + offs_d[None, :]
             v = tl.load(v_base + v_off, mask=(offs_n < seq_k)[:, None], other=0.0)
         else:
+            v_off = offs_n.to(tl.int64)[:, None] * s_v + offs_d[None, :]
             v = tl.load(v_base + v_off)
         if UPCAST:
             v = v.to(tl.float32)
@@ -113,7 +119,8 @@ def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
               s_qb, s_qs, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_ob, s_os, s_oh, s_lb, s_lh,
               seqlen_q, seqlen_k, H, GROUP, qk_scale, left, right,
               VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, STORE_LSE: tl.constexpr,
-              HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+              HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
+              TMA: tl.constexpr = False):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -136,17 +143,28 @@ def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
     k_base = K + b64 * s_kb + k0 * s_ks + kvh * s_kh
     v_base = V + b64 * s_vb + k0 * s_vs + kvh * s_vh
 
+    k_desc = k_base  # (stands in where TMA is off: the constexpr branch never reads it)
+    v_desc = v_base
+    if TMA:  # one descriptor per (sequence, kv head), bounded by this sequence's keys
+        k_desc = tl.make_tensor_descriptor(k_base, shape=[seq_k, HEAD_D], strides=[s_ks, 1],
+                                           block_shape=[BLOCK_N, HEAD_D])
+        v_desc = tl.make_tensor_descriptor(v_base, shape=[seq_k, HEAD_D], strides=[s_vs, 1],
+                                           block_shape=[BLOCK_N, HEAD_D])
+
     acc = tl.zeros((BLOCK_M, HEAD_D), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     last = tl.minimum(m0 + BLOCK_M, seq_q) - 1
     lo, full_lo, full_hi, hi = _phases(m0, last, seq_k, shift, left, right, HAS_LEFT, HAS_RIGHT, BLOCK_N)
-    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left,
-                               right, qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
-    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left,
-                               right, qk_scale, full_lo, full_hi, False, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
-    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left,
-                               right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
+                               shift, left, right, qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST,
+                               TMA)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
+                               shift, left, right, qk_scale, full_lo, full_hi, False, HAS_LEFT, HAS_RIGHT, BLOCK_N,
+                               UPCAST, TMA)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
+                               shift, left, right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST,
+                               TMA)
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     o_base = Out + b64 * s_ob + q0 * s_os + h64 * s_oh

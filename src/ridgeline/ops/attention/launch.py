@@ -15,7 +15,13 @@ import math
 
 import torch
 
-from ridgeline.lib.launch import interpreter_enabled, require_runnable_device, require_same_device, require_tensor
+from ridgeline.lib.launch import (
+    ensure_tma_allocator,
+    interpreter_enabled,
+    require_runnable_device,
+    require_same_device,
+    require_tensor,
+)
 from ridgeline.ops.attention.kernel import _attn_bwd_delta, _attn_bwd_dkdv, _attn_bwd_dq, _attn_fwd
 from ridgeline.ops.attention.rules import DELTA_BLOCK_M, DELTA_WARPS, AttnConfig, config_for
 
@@ -185,15 +191,25 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if cfg is None:
         cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)
     grid = (triton_cdiv(seq_q, cfg.block_m), batch * h)
+    tma = cfg.tma and tma_readable(k, varlen) and tma_readable(v, varlen)
+    if tma and q.is_cuda:
+        ensure_tma_allocator()
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         _attn_fwd[grid](
             q, k, v, out, lse, cu_q if varlen else _dummy(lse), cu_k if varlen else _dummy(lse),
             *_strides3(q, varlen), *_strides3(k, varlen), *_strides3(v, varlen), *_strides3(out, varlen),
             *_lse_strides(lse, varlen), seq_q, seq_k, h, h // k.shape[-2], scale * LOG2E, left, right,
             VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, STORE_LSE=store_lse, HEAD_D=d,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, UPCAST=_INTERPRETED,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, UPCAST=_INTERPRETED, TMA=tma,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out, lse
+
+
+def tma_readable(t: torch.Tensor, varlen: bool) -> bool:
+    """Whether K or V can be read through tensor descriptors: every tile base (sequence, token and head offsets)
+    16-byte aligned, i.e. the pointer and the batch, token and head strides in bytes multiples of 16."""
+    size = t.element_size()
+    return t.data_ptr() % 16 == 0 and all((s * size) % 16 == 0 for s in _strides3(t, varlen)) and t.stride(-1) == 1
 
 
 def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: int,

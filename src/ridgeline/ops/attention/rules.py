@@ -27,9 +27,15 @@ class AttnConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    # Forward only: K and V tiles through device-side tensor descriptors (the TMA copy engine) instead of pointer
+    # loads, where the strides allow it (launch.py checks 16-byte alignment, else pointer loads). A candidate for the
+    # tuning driver: a pointer load of a 64 x 128 tile computes 8192 64-bit addresses a step (two tiles a step, about
+    # as many integer instructions per thread as the step's exp2s), which the copy engine does not.
+    tma: bool = False
 
     def describe(self) -> str:
-        return f"BLOCK_M={self.block_m} BLOCK_N={self.block_n} warps={self.num_warps} stages={self.num_stages}"
+        text = f"BLOCK_M={self.block_m} BLOCK_N={self.block_n} warps={self.num_warps} stages={self.num_stages}"
+        return text + (" tma" if self.tma else "")
 
 
 @dataclass(frozen=True)
