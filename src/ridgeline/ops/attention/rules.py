@@ -10,7 +10,8 @@ Triton kernels commonly use on Hopper (128 x 64..128 with 4-8 warps forward; the
 accumulators, so its key tiles are smaller), kept within sm_90's 228 KB of shared memory per SM and 255 registers
 a thread (checked with `ridgeline profile attention` on CPU, see the package report). What the tuning driver
 (scripts/device/tune_attention.py) must settle: BLOCK_N 64 vs 128 and 4 vs 8 warps at D=128 forward, the
-stages (2-4), D=256's tile (64 x 64 vs 128 x 64), and the backward's (BLOCK_M, BLOCK_N) for dK/dV and dQ.
+stages (2-4), D=256's tile (64 x 64 vs 128 x 64), the forward's TMA candidate (`AttnConfig.tma`, off in every
+rule until measured), and the backward's (BLOCK_M, BLOCK_N) for dK/dV and dQ.
 """
 
 from __future__ import annotations
