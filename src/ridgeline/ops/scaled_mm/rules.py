@@ -1,8 +1,9 @@
 """Launch rules of the FP8 scaled GEMM and the quantizers: ordered tables of data, first match wins.
 
 GEMM tiles. The values below began as first guesses; the first H200 tuning run (docs/results/
-h200-tune-scaled_mm.json, session 15) confirmed the large-M rows (128x256x128 over 8 warps within 1-6 % of the
-best candidate from M = 256 in row mode, 128x128x128 s4 the best in block mode) and left the decode rows open: its
+h200-tune-scaled_mm.json, session 15, with fast FP8 accumulation) confirmed the large-M rows (128x256x128 over 8
+warps within 1-6 % of the best candidate from M = 256 in row mode; since the accumulator is promoted every BLOCK_K
+that tile spills and the rule takes 256x128, see GEMM_RULES), 128x128x128 s4 the best in block mode) and left the decode rows open: its
 timings of tens of microseconds disagreed by up to 2x between near-identical candidates, too noisy to set a rule.
 Where they came from: the usual Hopper FP8
 points (wgmma takes 64 rows per warpgroup, K steps of 128 bytes keep the TMA boxes 128 B wide, 3-6 stages fit the
@@ -122,7 +123,13 @@ GEMM_RULES: tuple[Rule, ...] = (
          "registers", modes=("block",), adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=256, adjust=fill_the_gpu),
-    Rule(TileConfig(128, 256, 128, 8, 8, 3), "large M: 128x256 tiles (compute-bound), 3 stages fit 144 KB"),
+    # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
+    # compiles to 255 registers and spills 208/212 B in the main loop at sm_90, and the H200 sweep lost 25-30%
+    # against the fast-accumulation run it was tuned on (h200-bench-scaled_mm-row-sweep.json, s16). 256x128 over 8
+    # warps (two warpgroups of 128x128) compiles to 252 registers, no spills; with fast accumulation it had timed
+    # within 2-5% of 128x256 (h200-tune-scaled_mm.json). From the compile facts, not yet timed with promotion.
+    Rule(TileConfig(256, 128, 128, 8, 8, 3), "large M: 256x128 tiles (compute-bound), 3 stages fit 144 KB, "
+         "spill-free with the promoted accumulator (128x256 spills)"),
 )
 
 
