@@ -340,3 +340,15 @@ def test_a_peer_just_past_the_tolerance_is_timed_with_a_caveat_but_a_wrong_one_i
     assert timed["torch-eager"]["baseline"] == "torch-eager" and timed["torch-eager"]["baseline_caveat"] is None
     annotate_speedups(record, "test-near-peer")  # a near-miss baseline: its caveat beside every speedup over it
     assert "the tolerance" in timed["torch-eager"]["baseline_caveat"]
+
+
+def test_releasing_memory_after_a_failure_survives_a_sticky_device_error(monkeypatch):
+    """A peer's illegal memory access leaves the CUDA context failing every synchronize: the failure is already
+    recorded, so freeing memory after it must not raise out of the sweep."""
+    from ridgeline.harness import bench as bench_mod
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", broken)
+    bench_mod.release_device_memory(torch.device("cuda"))
