@@ -55,6 +55,8 @@ def test_flash_backward_arguments_are_what_sdpa_autograd_passes():
     assert args[5] is lse and args[8:12] == (64, 64, 0.0, True)
     assert [tuple(a.shape) for a in args[:5]] == [(2, 32, 64, 128), (2, 32, 64, 128), (2, 8, 64, 128),
                                                  (2, 8, 64, 128), (2, 32, 64, 128)]
+    # Which tensor goes where (k / v and out / dout have equal shapes: only identity tells a swap).
+    assert [a._base for a in args[:5]] == [dout, q, k, v, out] and all(a.stride(1) == 128 for a in args[:5])
     dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(*args)
     assert dk.shape == (2, 8, 64, 128) and dq.shape == (2, 32, 64, 128)  # GQA: dK / dV per kv head
 
@@ -68,6 +70,8 @@ def test_cudnn_backward_arguments_are_what_sdpa_autograd_passes(lse_dims):
     assert args[8] is None and args[9] is None and args[10] is None
     assert args[5].dim() == lse_dims and args[5].shape[:3] == (2, 32, 64)
     assert args[6].dtype == args[7].dtype == torch.int64 and args[11:] == (64, 64, 0.0, False)
+    assert [a._base for a in args[:5]] == [dout, q, k, v, out]  # (equal shapes: only identity tells a swap)
+    assert args[5] is lse or args[5]._base is lse
     dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(*args)
     assert dk.shape == (2, 8, 64, 128) and dv.shape == (2, 8, 64, 128)
 
