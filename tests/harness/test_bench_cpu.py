@@ -332,3 +332,23 @@ def test_a_peer_just_past_the_tolerance_is_timed_with_a_caveat_but_a_wrong_one_i
     timed = {m["impl"]: m for m in record.measurements}
     assert "test-near-peer" in timed and "the tolerance" in timed["test-near-peer"]["caveat"]
     assert "test-far-peer" not in timed and f"{path}:near" not in timed
+    # The result-reuse guard holds it to the allowance that admitted it: its imprecision, already recorded by the
+    # check, is not "result reuse" (that made it suspect, so never the best peer, and called it a cheat).
+    assert not timed["test-near-peer"].get("suspect"), timed["test-near-peer"]["suspect"]
+    assert timed["torch-eager"]["best_peer"] == "test-near-peer"
+    assert "the tolerance" in timed["torch-eager"]["best_peer_caveat"]
+    assert timed["torch-eager"]["baseline"] == "torch-eager" and timed["torch-eager"]["baseline_caveat"] is None
+    annotate_speedups(record, "test-near-peer")  # a near-miss baseline: its caveat beside every speedup over it
+    assert "the tolerance" in timed["torch-eager"]["baseline_caveat"]
+
+
+def test_releasing_memory_after_a_failure_survives_a_sticky_device_error(monkeypatch):
+    """A peer's illegal memory access leaves the CUDA context failing every synchronize: the failure is already
+    recorded, so freeing memory after it must not raise out of the sweep."""
+    from ridgeline.harness import bench as bench_mod
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", broken)
+    bench_mod.release_device_memory(torch.device("cuda"))

@@ -215,3 +215,49 @@ def test_a_weight_transform_cache_passes_but_a_result_cache_is_caught():
         spec.call(fn, inputs)  # the timed calls fill the cache
         reasons = guards.verify_eager(spec, impl, case, inputs, dev, 99)
         assert bool(reasons) == caught, (fn.__name__, reasons)
+
+
+def test_a_near_miss_slack_forgives_imprecision_but_not_result_reuse():
+    """The bench times a peer just past the tolerance (PEER_NEAR_MISS) and its guard widens the tolerance by that
+    factor: a few times the tolerance passes, a stale result (another input set's output) is still caught."""
+    from ridgeline.core.registry import get_spec
+    from ridgeline.core.spec import Impl
+    from ridgeline.harness.bench import PEER_NEAR_MISS
+
+    spec = get_spec("rmsnorm")
+    case = Case((4, 256), torch.float32)
+    stale: dict[int, torch.Tensor] = {}
+
+    def ref(x, weight, eps):
+        xf = x.float()
+        return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+
+    def imprecise(x, weight, eps):  # ~3x the fp32 tolerance
+        return ref(x, weight, eps) * (1 + 3e-5)
+
+    def reuses(x, weight, eps):
+        return stale.setdefault(x.data_ptr(), imprecise(x, weight, eps))
+
+    dev = torch.device("cpu")
+    for fn, slack, caught in ((imprecise, 1.0, True), (imprecise, PEER_NEAR_MISS, False),
+                              (reuses, PEER_NEAR_MISS, True)):
+        impl = Impl(op="rmsnorm", name=fn.__name__, source="peer", fn=fn)
+        inputs = spec.make_inputs(case, dev, 0)
+        spec.call(fn, inputs)
+        reasons = guards.verify_eager(spec, impl, case, inputs, dev, 99, slack)
+        assert bool(reasons) == caught, (fn.__name__, slack, reasons)
+
+
+def test_only_the_checks_own_value_misses_count_as_a_near_miss():
+    from ridgeline.harness.correctness import value_near_miss
+
+    miss = "run: out max error 0.000165 exceeds atol 1e-05 + rtol 1e-05*|ref|"
+    fresh = miss.replace("run", "fresh inputs")
+    assert value_near_miss([miss, fresh], 2.6, 8.0)
+    assert value_near_miss([miss, "not batch invariant: rows 0:1 alone differ bitwise"], 2.6, 8.0)
+    assert not value_near_miss([miss], 9.0, 8.0) and not value_near_miss([], 0.0, 8.0)
+    # A raised error (here on the fresh inputs, after a passing first run) whose message mimics a value miss.
+    assert not value_near_miss([f"raised ValueError: {miss} (peer.py:3)"], 0.5, 8.0)
+    assert not value_near_miss(["raised ValueError: out max error 1 exceeds atol 1 + rtol 1*|ref|"], 0.5, 8.0)
+    assert not value_near_miss([miss, "not deterministic: two calls on the same inputs differ bitwise"], 2.6, 8.0)
+    assert not value_near_miss([miss, "input x was modified"], 2.6, 8.0)

@@ -29,3 +29,41 @@ def test_each_thread_gets_the_allocator():
         t.start()
         t.join()
     assert seen == {"a-before": True, "a-after": True, "b-before": True, "b-after": True}
+
+
+def test_a_context_without_the_allocator_gets_it_even_where_the_thread_set_one():
+    """asyncio tasks and contextvars.Context().run start from another context: a thread that set the allocator
+    before must not skip setting it there."""
+    import contextvars
+
+    seen: dict[str, bool] = {}
+
+    def in_empty_context() -> None:
+        seen["before"] = _is_null()
+        launch.ensure_tma_allocator()
+        seen["after"] = not _is_null()
+
+    def worker() -> None:
+        launch.ensure_tma_allocator()
+        contextvars.Context().run(in_empty_context)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == {"before": True, "after": True}
+
+
+def test_a_callers_own_allocator_is_kept():
+    import contextvars
+
+    def mine(size, alignment, stream):  # pragma: no cover - never called on the CPU
+        raise AssertionError
+
+    def body() -> bool:
+        import triton
+
+        triton.set_allocator(mine)
+        launch.ensure_tma_allocator()
+        return _allocation._allocator.get() is mine
+
+    assert contextvars.Context().run(body)

@@ -23,7 +23,7 @@ from ridgeline.core import registry
 from ridgeline.core.spec import Case, Impl, OpSpec, Shape, as_dtype, as_list, dtype_name, parse_dtype
 from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
-from ridgeline.harness.correctness import check_case, only_batch_variance, value_near_miss
+from ridgeline.harness.correctness import NOT_BATCH_INVARIANT, check_case, only_batch_variance, value_near_miss
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
 from ridgeline.records.record import RunRecord, load_record, measurement_key
@@ -106,8 +106,9 @@ def _bound(fn: Callable[..., Any], spec: OpSpec, inputs: dict[str, Any]) -> Call
 
 
 def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.device, plan: BenchPlan,
-          profile: dict[str, Any]) -> Timing:
-    """Time one implementation in one regime, then run the guards on what was timed (once, not per sample)."""
+          profile: dict[str, Any], slack: float = 1.0) -> Timing:
+    """Time one implementation in one regime, then run the guards on what was timed (once, not per sample).
+    `slack`: the result-reuse guard's tolerance factor (PEER_NEAR_MISS for a peer timed as a near miss)."""
     inputs = spec.make_inputs(case, device, plan.seed)
     call = _bound(impl.fn, spec, inputs)
     verify_seed = plan.seed + 65537
@@ -117,7 +118,7 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
         g0 = _clock()
         if device.type == "cuda":
             t.suspect += guards.wall_vs_events(call) + guards.side_streams(call)
-        t.suspect += guards.verify_eager(spec, impl, case, inputs, device, verify_seed)
+        t.suspect += guards.verify_eager(spec, impl, case, inputs, device, verify_seed, slack)
         t.extra["guard_s"] = round(_clock() - g0, 4)  # what the guards cost, once per measurement
         return t
     sets = [inputs]
@@ -132,7 +133,7 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
 
     def verify(replay: Callable[[], None], outputs: list[Any]) -> list[str]:
         g0 = _clock()
-        reasons = guards.verify_graph(spec, impl, case, sets, device, verify_seed, replay, outputs)
+        reasons = guards.verify_graph(spec, impl, case, sets, device, verify_seed, replay, outputs, slack)
         spent.append(_clock() - g0)
         return reasons
 
@@ -145,8 +146,11 @@ def release_device_memory(device: torch.device) -> None:
     """Return what dead objects hold (reference cycles through frames included) to the device."""
     gc.collect()
     if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
+        except RuntimeError:  # a sticky CUDA error of the failed call: its failure is recorded, the sweep goes on
+            pass
 
 
 def place_on_roofline(m: dict[str, Any], spec: OpSpec, case: Case, profile: dict[str, Any]) -> None:
@@ -181,6 +185,7 @@ def annotate_speedups(record: RunRecord, baseline: str) -> None:
         base = next((m for m in ms if m["impl"] == baseline and not m.get("suspect")), None)
         for m in ms:
             m["baseline"] = baseline if base else None
+            m["baseline_caveat"] = base.get("caveat") if base else None  # e.g. a near-miss torch eager
             if m.get("suspect"):  # a caught implementation never counts as faster (or as the best peer)
                 m["speedup_vs_baseline"] = m["speedup_vs_best_peer"] = m["best_peer"] = None
                 m["best_peer_caveat"] = None
@@ -216,6 +221,7 @@ def run_bench(
         regimes = regimes_for(plan.regimes, case, device, spec)
         passing: list[Impl] = []
         caveats: dict[str, str] = {}
+        slacks: dict[str, float] = {}  # near-miss peers: the guard holds them to the allowance that admitted them
         notes: dict[str, list[str]] = {}
         for impl in impls:
             tick(f"check {impl.name} {case.label()}")
@@ -244,7 +250,10 @@ def run_bench(
                 # A production peer just past the tolerance (less precise arithmetic, e.g. torch eager's softmax
                 # backward at 2.4x in bf16): leaving it out would flatter us, so it is timed, with the caveat.
                 passing.append(impl)
-                caveats[impl.name] = f"values up to {done['worst_value_ratio']:.1f}x the tolerance"
+                slacks[impl.name] = PEER_NEAR_MISS
+                caveats[impl.name] = f"values up to {done['worst_value_ratio']:.1f}x the tolerance" + (
+                    "; not batch invariant" if any(str(r).startswith(NOT_BATCH_INVARIANT) for r in done["reasons"])
+                    else "")
         for regime in regimes:
             for impl in impls:
                 tick(f"time {impl.name} {case.label()} {regime}")
@@ -256,7 +265,7 @@ def run_bench(
                 before = guards.tampered_by(impl, guards.restore_timers(), during=False)
                 reason = None
                 try:
-                    timing = _time(spec, impl, case, regime, device, plan, profile)
+                    timing = _time(spec, impl, case, regime, device, plan, profile, slacks.get(impl.name, 1.0))
                     timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)
                 except (Exception, SystemExit) as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -147,7 +147,9 @@ def require_rows(name: str, x: object, *, allow_meta: bool = False) -> torch.Ten
 
 
 # Triton keeps its allocator in a ContextVar: each thread starts with none (autograd runs backward on its own
-# thread: a matmul's backward failed there on the H200, s16), so "set" is remembered per thread.
+# thread: a matmul's backward failed there on the H200, s16), and so does any other context (an asyncio task made
+# before the allocator was set, a contextvars.Context().run), so the variable itself is asked each call (one
+# ContextVar.get): a flag per thread would say "set" in a context that has none.
 _TMA_ALLOCATOR_SET = threading.local()
 
 
@@ -157,18 +159,29 @@ def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tenso
 
 def ensure_tma_allocator() -> None:
     """Tensor descriptors made on the device need a little global scratch per program, which Triton asks an
-    allocator for. Install torch's caching allocator (so it works inside CUDA graphs) unless this thread set its
-    own. Once per thread."""
+    allocator for. Install torch's caching allocator (so it works inside CUDA graphs) unless the current context
+    (thread, task) has an allocator already (the caller's own is kept)."""
+    var = _allocator_var()
+    if var is not None:
+        if isinstance(var[0].get(), var[1]):
+            import triton
+
+            triton.set_allocator(_torch_scratch)
+        return
     if getattr(_TMA_ALLOCATOR_SET, "done", False):
         return
     import triton
 
+    triton.set_allocator(_torch_scratch)
+    _TMA_ALLOCATOR_SET.done = True
+
+
+@functools.cache
+def _allocator_var() -> tuple | None:
+    """(Triton's allocator ContextVar, its null allocator's type), or None on a Triton laid out otherwise."""
     try:
         from triton.runtime import _allocation
 
-        unset = isinstance(_allocation._allocator.get(), _allocation.NullAllocator)
-    except (ImportError, AttributeError):  # another Triton layout: set ours
-        unset = True
-    if unset:
-        triton.set_allocator(_torch_scratch)
-    _TMA_ALLOCATOR_SET.done = True
+        return _allocation._allocator, _allocation.NullAllocator
+    except (ImportError, AttributeError):
+        return None

@@ -55,6 +55,8 @@ def test_flash_backward_arguments_are_what_sdpa_autograd_passes():
     assert args[5] is lse and args[8:12] == (64, 64, 0.0, True)
     assert [tuple(a.shape) for a in args[:5]] == [(2, 32, 64, 128), (2, 32, 64, 128), (2, 8, 64, 128),
                                                  (2, 8, 64, 128), (2, 32, 64, 128)]
+    # Which tensor goes where (k / v and out / dout have equal shapes: only identity tells a swap).
+    assert [a._base for a in args[:5]] == [dout, q, k, v, out] and all(a.stride(1) == 128 for a in args[:5])
     dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(*args)
     assert dk.shape == (2, 8, 64, 128) and dq.shape == (2, 32, 64, 128)  # GQA: dK / dV per kv head
 
@@ -68,6 +70,8 @@ def test_cudnn_backward_arguments_are_what_sdpa_autograd_passes(lse_dims):
     assert args[8] is None and args[9] is None and args[10] is None
     assert args[5].dim() == lse_dims and args[5].shape[:3] == (2, 32, 64)
     assert args[6].dtype == args[7].dtype == torch.int64 and args[11:] == (64, 64, 0.0, False)
+    assert [a._base for a in args[:5]] == [dout, q, k, v, out]  # (equal shapes: only identity tells a swap)
+    assert args[5] is lse or args[5]._base is lse
     dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(*args)
     assert dk.shape == (2, 8, 64, 128) and dv.shape == (2, 8, 64, 128)
 
@@ -98,3 +102,22 @@ def test_cudnn_forward_refuses_packed_batches_by_name():
                               device=DEVICE)
     assert not results[0].passed
     assert any("cuDNN SDPA: no packed variable-length batches" in r for r in results[0].reasons), results[0].reasons
+
+
+def test_backward_peers_allocate_no_rng_tensors_per_call():
+    """The dropout-0 philox seed and offset are made once per device: a torch.zeros per call is a fill kernel the
+    peer's timing would pay and SDPA's autograd does not."""
+    q, k, v, out, dout, lse = _meta_bwd_inputs()
+    a, b = flash_bwd_args(q, k, v, out, dout, lse, False), flash_bwd_args(q, k, v, out, dout, lse, False)
+    assert a[12] is b[12] and a[13] is b[13]
+    c = cudnn_bwd_args(q, k, v, out, dout, lse, False, 3)
+    assert c[6] is a[12] and c[7] is a[13] and c[6].dtype == torch.int64 and c[6].device.type == "meta"
+
+
+def test_a_window_mask_is_built_once_per_shape():
+    first, _ = _mask(40, 64, True, 7, "cpu")
+    again, _ = _mask(40, 64, True, 7, "cpu")
+    assert again is first and first.shape == (40, 64)
+    pos, cols = torch.arange(40)[:, None] + 24, torch.arange(64)[None, :]
+    assert torch.equal(first, (cols <= pos) & (cols >= pos - 6))  # window 7: the last 7 keys, itself included
+    assert _mask(40, 64, True, 3, "cpu")[0] is not first  # another window, another mask

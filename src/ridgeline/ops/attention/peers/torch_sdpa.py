@@ -54,14 +54,24 @@ def _mask(sq: int, sk: int, causal: bool, window, device) -> tuple[Any, bool]:
         from torch.nn.attention.bias import causal_lower_right
 
         return causal_lower_right(sq, sk), False
-    pos = torch.arange(sq, device=device)[:, None] + (sk - sq)
-    cols = torch.arange(sk, device=device)[None, :]
-    ok = torch.ones(sq, sk, dtype=torch.bool, device=device)
-    if left >= 0:
-        ok &= cols >= pos - left
-    if right >= 0:
-        ok &= cols <= pos + right
-    return ok, False
+    key = (sq, sk, left, right, str(torch.device(device)))
+    if key not in _WINDOW_MASKS:  # built once per shape, as a model builds its mask once for all its layers
+        while len(_WINDOW_MASKS) >= MAX_WINDOW_MASKS:
+            _WINDOW_MASKS.pop(next(iter(_WINDOW_MASKS)))
+        pos = torch.arange(sq, device=device)[:, None] + (sk - sq)
+        cols = torch.arange(sk, device=device)[None, :]
+        ok = torch.ones(sq, sk, dtype=torch.bool, device=device)
+        if left >= 0:
+            ok &= cols >= pos - left
+        if right >= 0:
+            ok &= cols <= pos + right
+        _WINDOW_MASKS[key] = ok
+    return _WINDOW_MASKS[key], False
+
+
+# Window masks (S_q x S_k bools) kept per shape: building one per call was timed as the peer's work.
+_WINDOW_MASKS: dict[tuple, torch.Tensor] = {}
+MAX_WINDOW_MASKS = 4
 
 
 def _sdpa(q, k, v, causal, window, scale=None):
@@ -119,10 +129,18 @@ def _bhsd(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2)  # our [B, S, H, D] as the [B, H, S, D] view SDPA's autograd saves (no copy)
 
 
+_NO_RNG: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 def _no_rng(device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(philox seed, offset) for dropout 0: never read by either backward, but the schema takes tensors."""
-    z = torch.zeros((), dtype=torch.int64, device=device)
-    return z, z
+    """(philox seed, offset) for dropout 0: never read by either backward, but the schema takes tensors. Made once
+    per device (SDPA's autograd passes the forward's; a fresh torch.zeros per call was a fill kernel timed as the
+    peer's work)."""
+    key = str(torch.device(device))
+    if key not in _NO_RNG:
+        z = torch.zeros((), dtype=torch.int64, device=device)
+        _NO_RNG[key] = (z, z)
+    return _NO_RNG[key]
 
 
 def flash_bwd_args(q, k, v, out, dout, lse, is_causal: bool) -> tuple:
