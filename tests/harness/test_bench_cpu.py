@@ -340,6 +340,14 @@ def test_a_peer_just_past_the_tolerance_is_timed_with_a_caveat_but_a_wrong_one_i
     assert timed["torch-eager"]["baseline"] == "torch-eager" and timed["torch-eager"]["baseline_caveat"] is None
     annotate_speedups(record, "test-near-peer")  # a near-miss baseline: its caveat beside every speedup over it
     assert "the tolerance" in timed["torch-eager"]["baseline_caveat"]
+    # The report shows the admitted peer with its caveat, not struck out as WRONG.
+    from ridgeline.records.record import load_record as _load
+    from ridgeline.report import write_report
+
+    write_report(_load(tmp_path / "run.json"), tmp_path / "rep", fmt="md")
+    row = next(line for line in (tmp_path / "rep" / "report.md").read_text().splitlines()
+               if "| test-near-peer |" in line)
+    assert "the tolerance" in row and "WRONG" not in row, row
 
 
 def test_releasing_memory_after_a_failure_survives_a_sticky_device_error(monkeypatch):

@@ -165,15 +165,16 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
     rows = []
     for m in group.items:
         key, med = case_key(m), num(m.get("median_us"))
-        is_wrong = key in wrong
+        is_wrong = key in wrong and not m.get("caveat")  # (a caveat: the bench timed the peer, flagged, on purpose)
         is_suspect = bool(m.get("suspect"))
         is_best = med is not None and not is_wrong and not is_suspect and med == best.get(shape_of(m))
         nz = noise(m)
         launch = m.get("launch") if isinstance(m.get("launch"), dict) else {"config": m.get("launch")}
         launch_text = " ".join(x for x in (f"grid {launch['grid']}" if launch.get("grid") is not None else "",
                                            str(launch.get("config") or "")) if x) or DASH
+        caveat = str(m.get("caveat") or "")
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
-            "not batch invariant" if m.get("caveat") else DASH))
+            "not batch invariant" if caveat.startswith("not batch invariant") else caveat or DASH))
         if check == "ok" and m.get("check_notes"):  # e.g. batch invariance not checked: the peer refused rows 0:1
             check = "ok (" + "; ".join(map(str, m["check_notes"])) + ")"
         if is_suspect:  # caught by the bench's guards: never the best, never a speedup
