@@ -15,24 +15,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Kernel bodies: "interleaved" (kernel.py, the shipped one) and "split-nibbles" (kernel_split.py, a tuning
-# candidate for decode bandwidth that no rule below picks until the H200 has timed it).
-LAYOUTS = ("interleaved", "split-nibbles")
+# Kernel bodies: "interleaved" (kernel.py, the shipped one), "split-nibbles" (kernel_split.py) and "gemv"
+# (kernel_gemv.py: CUDA cores, all M <= 16 rows per program): tuning candidates for decode bandwidth that no rule
+# below picks until the H200 has timed them.
+LAYOUTS = ("interleaved", "split-nibbles", "gemv")
+GEMV_MAX_ROWS = 16  # the gemv body takes every row of a call in one program, up to this many
 GROUPS_PER_STEP = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
 class TileConfig:
-    block_m: int
-    block_n: int
-    num_warps: int
-    num_stages: int
+    # (Defaults so the gemv candidate reads TileConfig(layout="gemv", block_n=..., ...); gemv has no M tile and
+    # keeps block_m at its default.)
+    block_m: int = 16
+    block_n: int = 64
+    num_warps: int = 4
+    num_stages: int = 1
     why: str = ""
     layout: str = "interleaved"
-    groups_per_step: int = 1  # split-nibbles: quantization groups per K step (BLOCK_K = group * this)
+    groups_per_step: int = 1  # split-nibbles, gemv: quantization groups per K step (BLOCK_K = group * this)
     swap_ab: bool = False  # split-nibbles: y^T = W x^T (the weight tile is the MMA's M operand)
 
     def describe(self) -> str:
+        if self.layout == "gemv":
+            return f"gemv BN{self.block_n} w{self.num_warps} s{self.num_stages} g{self.groups_per_step}"
         text = f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
         if self.layout != "interleaved":
             text += f" {self.layout} g{self.groups_per_step}" + (" swapAB" if self.swap_ab else "")
