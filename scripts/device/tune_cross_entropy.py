@@ -7,6 +7,9 @@ Per shape (bf16) and per contract (the training step writes the gradient; the fo
 - grid: a program per row, a persistent grid of 1/2/4 programs per SM, or one bounded by an L2 budget of
   4/8/16/32 MiB of rows in flight (the two-pass training step re-reads each row: it comes from L2 only while the
   rows in flight fit);
+- split rows (kernel_split.py, the candidate no shipped rule picks): a program per (row, chunk) of 2048-16384
+  columns over 4-16 warps; the training step's rows launched in groups of 16/32/48 MiB of logits or as one group
+  (kernel 2 re-reads its chunk from L2 while the group fits), and the default once without kernel 2's reverse walk;
 timed with triton.testing.do_bench (L2 flushed between calls; median), GB/s on the contract's bytes. Each
 candidate's result is checked against the shipped config's (loss within 1e-5, gradient within 2 bf16 ulps); a
 config that fails to compile, raises or disagrees is recorded with its reason and skipped, never a crash. The last
@@ -29,10 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from ridgeline.ops.cross_entropy import launch as L  # noqa: E402
-from ridgeline.ops.cross_entropy.rules import LaunchConfig, config_for, grid_for  # noqa: E402
+from ridgeline.ops.cross_entropy.rules import LaunchConfig, config_for, grid_for, split_config, split_plan  # noqa: E402
 
 SHAPES = [(4096, 32000), (16384, 32000), (4096, 128256), (8192, 128256), (8192, 151936), (4096, 256000)]
 L2_BUDGETS_MIB = (4, 8, 16, 32)
+# Split rows: (chunk columns, warps) for 16-bit logits (8-64 values a thread), and the group budgets (0: one group).
+SPLIT_LAYOUTS = ((2048, 4), (4096, 4), (4096, 8), (8192, 4), (8192, 8), (8192, 16), (16384, 8), (16384, 16))
+SPLIT_GROUPS_MIB = (16, 32, 48, 0)
 
 
 def candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
@@ -55,6 +61,27 @@ def candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[
     return out
 
 
+def split_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
+    """(config, grid of the first group's kernel 1, label) of the split-row layouts to time."""
+    out: list[tuple[LaunchConfig, int, str]] = []
+    default = split_config(v, itemsize)
+    for chunk, warps in SPLIT_LAYOUTS:
+        if chunk > (1 << (v - 1).bit_length()):  # (wider than the row's power-of-two block)
+            continue
+        for mib in SPLIT_GROUPS_MIB if has_grad else (0,):
+            cfg = split_config(v, itemsize, chunk, warps, mib << 20)
+            chunks, rows = split_plan(n, v, itemsize, cfg, has_grad)
+            groups = -(-n // rows)
+            label = f"split {chunk} w{warps} " + (f"g{mib}MiB x{groups}" if mib else "one group")
+            out.append((cfg, chunks * min(n, rows), label))
+    if has_grad:
+        cfg = split_config(v, itemsize, reverse=False)
+        chunks, rows = split_plan(n, v, itemsize, cfg, has_grad)
+        out.append((cfg, chunks * min(n, rows), f"split {default.block} w{default.num_warps} "
+                    f"g{default.group_bytes >> 20}MiB forward-walk"))
+    return out
+
+
 def _time(fn, budget_s: float) -> float:
     import triton.testing
 
@@ -67,6 +94,9 @@ def main() -> int:
     ap.add_argument("--json", default="tune-cross_entropy.json")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per candidate")
     ap.add_argument("--shapes", default="", help="NxV,NxV,... (default: the built-in list)")
+    ap.add_argument("--layouts", default="all", choices=("all", "shipped", "split"),
+                    help="candidates: all; the shipped kernel's grid only; the split rows only (each beside the "
+                         "shipped config)")
     args = ap.parse_args()
     shapes = [tuple(int(p) for p in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     dev = torch.device("cuda")
@@ -89,7 +119,9 @@ def main() -> int:
             ref_loss = L._run(x, t, -100, 0.0, "mean", 0.0, g_arg, False).clone()
             ref_grad = grad.clone() if has_grad else None
             rows = []
-            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + candidates(n, v, has_grad, sms, 2):
+            grid_cands = candidates(n, v, has_grad, sms, 2) if args.layouts != "split" else []
+            split_cands = split_candidates(n, v, has_grad, 2) if args.layouts != "shipped" else []
+            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + grid_cands + split_cands:
                 rec = {"contract": contract, "shape": [n, v], "label": label, "config": cfg.describe(), "grid": grid}
                 try:
                     loss = L._run(x, t, -100, 0.0, "mean", 0.0, g_arg, False, cfg, grid)
@@ -114,6 +146,16 @@ def main() -> int:
             Path(args.json).write_text(json.dumps({"sms": sms, "records": records}, indent=1))
         del x, t, grad
         torch.cuda.empty_cache()
+    best_split = {}
+    for r in records:
+        if r["label"].startswith("split") and "gbps" in r:
+            key = (r["contract"], f"{r['shape'][0]}x{r['shape'][1]}")
+            if key not in best_split or r["gbps"] > best_split[key]["gbps"]:
+                best_split[key] = r
+    if best_split:
+        print("\n# best split-row candidate per shape (GB/s, fraction of 4270 GB/s):")
+        for (contract, shape), r in best_split.items():
+            print(f"{contract:24} {shape:>12} {r['label']:>32} {r['gbps']:7.0f} {r['sol']:5.2f}")
     print(f"\n# {len(records)} candidates in {time.time() - t_start:.0f} s; best per shape (GB/s, bf16):")
     print(f"{'contract':24} {'shape':>12} {'best':>32} {'GB/s':>7} {'shipped':>8}")
     for contract, shape, label, gbps, ship in best:

@@ -41,7 +41,16 @@ from ridgeline.ops.cross_entropy.kernel import (
     _xent_rows_kernel,
     _xent_scale_kernel,
 )
-from ridgeline.ops.cross_entropy.rules import FINISH_BLOCK, Case, LaunchConfig, config_for, grid_for
+from ridgeline.ops.cross_entropy.kernel_split import WS_SLOTS, _xent_split_stats, _xent_split_write
+from ridgeline.ops.cross_entropy.rules import (
+    FINISH_BLOCK,
+    Case,
+    LaunchConfig,
+    config_for,
+    grid_for,
+    s_block,
+    split_plan,
+)
 
 REDUCTIONS = ("mean", "sum", "none")
 TARGET_DTYPES = (torch.int64, torch.int32)
@@ -51,6 +60,8 @@ _ROWS = CachedLauncher(_xent_rows_kernel)
 _PREP = CachedLauncher(_xent_prep_kernel)
 _FINISH = CachedLauncher(_xent_finish_kernel)
 _SCALE = CachedLauncher(_xent_scale_kernel)
+_SPLIT_STATS = CachedLauncher(_xent_split_stats)
+_SPLIT_WRITE = CachedLauncher(_xent_split_write)
 
 
 def _l2_bytes(device: torch.device) -> int:
@@ -148,6 +159,11 @@ def _run(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: floa
     if cfg.single and cfg.block < v:
         raise ValueError(f"cfg: {cfg.describe()} does not hold a row of {v} columns")
     g = grad if grad is not None else logits  # (never written without HAS_GRAD)
+    if cfg.split:
+        _run_split(logits, target, ignore_index, ls, z, grad, loss_rows, stats, mean, cfg)
+        if reduction != "none":
+            _FINISH.launch(1, (loss_rows, n, stats, loss), {"MEAN": mean, "BLOCK": FINISH_BLOCK}, 4)
+        return loss
     constexprs = {"BLOCK": cfg.block, "SINGLE": cfg.single, "HAS_GRAD": grad is not None, "MEAN": mean,
                   "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "LOOP": grid < n, "EMULATE": _INTERPRETED}
     _ROWS.launch(grid, (logits, logits.stride(0), target, target.stride(0), loss_rows, g, g.stride(0), stats, n, v,
@@ -155,6 +171,41 @@ def _run(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: floa
     if reduction != "none":
         _FINISH.launch(1, (loss_rows, n, stats, loss), {"MEAN": mean, "BLOCK": FINISH_BLOCK}, 4)
     return loss
+
+
+def _align(value: int, itemsize: int) -> int:
+    """The largest power of two <= 16 bytes' worth of elements dividing `value` (told to Triton as a constexpr)."""
+    a = max(1, 16 // itemsize)
+    while a > 1 and value % a:
+        a //= 2
+    return a
+
+
+def _run_split(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: float, z: float,
+               grad: torch.Tensor | None, loss_rows: torch.Tensor, stats: torch.Tensor, mean: bool,
+               cfg: LaunchConfig) -> None:
+    """Split rows (kernel_split.py): per group of rows, kernel 1 (chunk partials to a float32 workspace of
+    WS_SLOTS floats a chunk) then kernel 2 (combine; the loss; with `grad`, re-read the chunk and write its
+    gradient). The forward (no grad) launches kernel 2 once a row and all rows as one group."""
+    n, v = logits.shape
+    item = logits.element_size()
+    chunks, rows = split_plan(n, v, item, cfg, grad is not None)
+    ws = torch.empty((n, chunks, WS_SLOTS), dtype=torch.float32, device=logits.device)
+    g = grad if grad is not None else logits  # (never written without HAS_GRAD)
+    xa, ga, va = _align(logits.stride(0), item), _align(g.stride(0), item), _align(v, item)
+    xs, gs, ts = logits.stride(0) // xa, g.stride(0) // ga, target.stride(0)
+    c1 = {"X_ALIGN": xa, "V_ALIGN": va, "CHUNK": cfg.block, "HAS_SMOOTH": ls > 0.0}
+    c2 = {"X_ALIGN": xa, "G_ALIGN": ga, "V_ALIGN": va, "CHUNK": cfg.block, "S_BLOCK": s_block(v, cfg),
+          "HAS_GRAD": grad is not None, "MEAN": mean, "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0,
+          "REVERSE": cfg.reverse, "EMULATE": _INTERPRETED}
+    warps2 = cfg.num_warps if grad is not None else 1  # (the forward's kernel 2 combines S partials, nothing more)
+    for row0 in range(0, n, rows):
+        r = min(rows, n - row0)
+        _SPLIT_STATS.launch(chunks * r, (logits, xs, target, ts, ws, row0, v // va, ignore_index), c1,
+                            cfg.num_warps)
+        _SPLIT_WRITE.launch(chunks * r if grad is not None else r,
+                            (logits, xs, target, ts, loss_rows, g, gs, ws, stats, row0, v // va, ignore_index,
+                             ls, z), c2, warps2)
 
 
 def _target_stats(target: torch.Tensor, v: int, ignore_index: int, check: bool) -> torch.Tensor:

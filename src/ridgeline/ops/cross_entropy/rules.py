@@ -14,11 +14,19 @@ within 3% of it at every V from 32000 to 256000, for the forward and the trainin
 2363-2473 GB/s the training step. Holding 32000 columns in registers (1711 / 2030 GB/s), 16384-column chunks and
 grids capped by the L2 budget (1-4 programs per SM: 788-2456 GB/s) were all slower. The training step still reads
 the logits twice (the second read mostly from DRAM): ~0.57 of speed of light; see docs/perf/cross_entropy.md.
+
+Split rows (kernel_split.py), a candidate no shipped rule picks (nothing measured yet; RIDGELINE_XENT_SPLIT=1
+turns its rule on): each row cut into S = cdiv(V, chunk) chunks (`split_config`: 16 KB of the dtype, from V and
+the dtype only), a program per (row, chunk), so the grid fills the GPU at any row count and no program walks a long
+row; the training step's rows are launched in groups of at most 32 MiB of logits (`split_plan`), so kernel 2's
+re-read comes from L2 and the logits cross DRAM once. Guesses the tuning driver settles (--layouts split): the
+chunk (2048-16384 columns), the warps (4-16), the group budget (16/32/48 MiB or one group), kernel 2's walk.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +40,18 @@ L2_REREAD_BUDGET = 12 * 2**20
 MAX_SINGLE_COLUMNS = 4096
 CHUNK = 4096  # 16 values a thread over 8 warps (measured best against 8192 and 16384)
 FINISH_BLOCK = 1024
+# Split rows (the candidate): chunk bytes of logits (8192 16-bit columns, 4096 fp32) over 8 warps: 64 bytes a thread,
+# four 16-byte loads; rows launched in groups of at most 32 MiB of logits so kernel 2's re-read comes from the 60 MiB
+# L2 (a hot copy is ~5.8 TB/s at 16 MiB, ~4.0 at 24: FACTS.md) while it writes the gradient. Guesses, as softmax's
+# split (ops/softmax/rules.py): the tuning driver times 2048-16384 columns, 4-16 warps, 16/32/48 MiB and one group.
+SPLIT_CHUNK_BYTES = 16384
+SPLIT_WARPS = 8
+SPLIT_GROUP_BYTES = 32 * 2**20
+MIN_S_BLOCK = 16  # kernel 2 combines a row's chunk partials as one block of at least this many slots
+MAX_GRID = 2**31 - 1  # programs of one launch (the grid's x dimension)
+# RIDGELINE_XENT_SPLIT=1 (read at import) makes the rules pick split rows for every row wider than one block: the
+# whole harness (check, bench) can then run the candidate beside the shipped layout in another process.
+SPLIT_ENABLED = os.environ.get("RIDGELINE_XENT_SPLIT", "0") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -41,8 +61,23 @@ class LaunchConfig:
     single: bool  # the row in registers, read once
     programs_per_sm: int = 0  # persistent grid-stride loop with this many programs per SM; 0 = a program per row
     l2_bound: bool = False  # cap the programs in flight so their rows' re-reads stay within L2_REREAD_BUDGET
+    # Split rows (kernel_split.py, a candidate no shipped rule picks yet): `block` is the chunk width, a program per
+    # (row, chunk); the rows launched in groups of at most `group_bytes` of logits (0: one group); kernel 2 walks
+    # the programs last to first when `reverse`. Neither the groups nor the walk changes a bit.
+    split: bool = False
+    group_bytes: int = 0
+    reverse: bool = True
+
+    def __post_init__(self) -> None:
+        if self.split and (self.single or self.programs_per_sm or self.l2_bound):
+            raise ValueError("LaunchConfig: split rows take no single/programs_per_sm/l2_bound")
+        if self.split and (self.block < 16 or self.block & (self.block - 1)):
+            raise ValueError(f"LaunchConfig: the split chunk must be a power of two >= 16, got {self.block}")
 
     def describe(self) -> str:
+        if self.split:
+            group = f"groups {self.group_bytes >> 20} MiB" if self.group_bytes else "one group"
+            return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
         grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
         layout = f"1-pass BLOCK={self.block}" if self.single else f"2-pass BLOCK={self.block}"
         return f"{layout} warps={self.num_warps} grid={grid}" + (" l2-bound" if self.l2_bound else "")
@@ -80,9 +115,25 @@ def _chunks(case: Case) -> LaunchConfig:
     return LaunchConfig(CHUNK, 8, False)
 
 
+def split_config(n_cols: int, itemsize: int, chunk: int = 0, num_warps: int = SPLIT_WARPS,
+                 group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True) -> LaunchConfig:
+    """The split-row candidate for rows of n_cols (chunk 0: SPLIT_CHUNK_BYTES of the dtype, at most the row's
+    power-of-two width). From V and the dtype only: the row count never changes a chunk."""
+    if not chunk:
+        chunk = max(16, min(SPLIT_CHUNK_BYTES // itemsize, triton.next_power_of_2(n_cols)))
+    return LaunchConfig(chunk, num_warps, False, split=True, group_bytes=group_bytes, reverse=reverse)
+
+
+def _split(case: Case) -> LaunchConfig:
+    return split_config(case.n_cols, case.itemsize)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("row in registers", lambda c: triton.next_power_of_2(c.n_cols) <= MAX_SINGLE_COLUMNS, _single,
          "a row of up to 4096 columns is one chunk: read once, in registers"),
+    Rule("split rows (candidate, off)", lambda c: SPLIT_ENABLED, _split,
+         "only with RIDGELINE_XENT_SPLIT=1: a program per (row, 8192-column chunk), the training step's re-read "
+         "from L2 in 32 MiB groups of rows; not yet timed on the H200 (tune_cross_entropy.py --layouts split)"),
     Rule("forward only, chunks", lambda c: not c.has_grad, _chunks,
          "one online (max, sum) pass over 4096-column chunks, a program per row: 2286-2793 GB/s at V = 32000 to "
          "256000 (h200-tune-cross_entropy.json; 8192-column chunks over 16 warps: 2426-2532)"),
@@ -104,6 +155,9 @@ def config_for(case: Case) -> LaunchConfig:
 def grid_for(case: Case, cfg: LaunchConfig, interpreted: bool = False) -> int:
     """Programs to launch: one a row, or a persistent grid (always under the CPU interpreter: few program instances
     keep CPU tests fast), capped by the L2 rule."""
+    if cfg.split:
+        chunks, rows = split_plan(case.n_rows, case.n_cols, case.itemsize, cfg, case.has_grad)
+        return chunks * max(1, min(case.n_rows, rows))  # (the first group's kernel 1)
     if interpreted:
         return max(1, min(case.n_rows, 4))
     if not cfg.programs_per_sm:
@@ -115,5 +169,24 @@ def grid_for(case: Case, cfg: LaunchConfig, interpreted: bool = False) -> int:
     return max(1, min(case.n_rows, programs))
 
 
+def split_plan(n_rows: int, n_cols: int, itemsize: int, cfg: LaunchConfig, has_grad: bool = True
+               ) -> tuple[int, int]:
+    """Split rows: (chunks per row, rows per group). The chunks follow V and the config only; the groups (balanced,
+    each at most cfg.group_bytes of logits; one group for the forward, which re-reads nothing) follow the row count
+    too and change no bit."""
+    chunks = triton.cdiv(n_cols, cfg.block)
+    rows = max(1, n_rows)
+    if has_grad and cfg.group_bytes and n_rows:
+        groups = triton.cdiv(n_rows * n_cols * itemsize, cfg.group_bytes)
+        rows = triton.cdiv(n_rows, groups)
+    return chunks, max(1, min(rows, MAX_GRID // chunks))
+
+
+def s_block(n_cols: int, cfg: LaunchConfig) -> int:
+    """Split rows: slots of kernel 2's combine of a row's chunk partials (from V and the chunk only)."""
+    return max(MIN_S_BLOCK, triton.next_power_of_2(triton.cdiv(n_cols, cfg.block)))
+
+
 __all__ = ["LaunchConfig", "Case", "Rule", "RULES", "config_for", "grid_for", "first_rule", "L2_REREAD_BUDGET",
-           "MAX_SINGLE_COLUMNS", "CHUNK", "FINISH_BLOCK"]
+           "MAX_SINGLE_COLUMNS", "CHUNK", "FINISH_BLOCK", "split_config", "split_plan", "s_block", "SPLIT_CHUNK_BYTES",
+           "SPLIT_WARPS", "SPLIT_GROUP_BYTES", "SPLIT_ENABLED"]
