@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from int4_helpers import activations, check, weights
 
 from ridgeline.core.registry import get_spec
-from ridgeline.core.spec import Case
 from ridgeline.ops.int4_matmul.launch import int4_matmul, launch_plan
-from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
+from ridgeline.ops.int4_matmul.pack import pack_int4
 from ridgeline.ops.int4_matmul.rules import TILE_RULES, TileConfig, tile_config
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -23,22 +23,8 @@ def _cfg(bn: int = 16, gps: int = 4, warps: int = 4) -> TileConfig:
     return TileConfig(layout="gemv", block_n=bn, num_warps=warps, groups_per_step=gps)
 
 
-def _weights(n: int, k: int, g: int, seed: int):
-    gen = torch.Generator().manual_seed(seed)
-    return pack_int4(torch.randn((n, k), generator=gen).to(torch.bfloat16), g)
+_weights, _x, _check = weights, activations, check
 
-
-def _x(m: int, k: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
-    return torch.randn((m, k), generator=torch.Generator().manual_seed(seed)).to(dtype)
-
-
-def _check(y: torch.Tensor, x: torch.Tensor, wp, s, g: int) -> None:
-    ref = x.double() @ unpack_int4(wp, s, g).t()
-    tol = get_spec("int4_matmul").tolerance_for(Case((x.shape[0], wp.shape[0], x.shape[1]), x.dtype), "y", x.dtype)
-    assert y.dtype == x.dtype and y.shape == ref.shape
-    err = (y.double() - ref).abs()
-    assert bool((err <= tol.atol + tol.rtol * ref.abs()).all()), float(err.max())
-    assert float(ref.abs().max()) > 1.0  # (not vacuous: fresh random data, not zeros)
 
 
 def test_setup_exercises_splits_partial_steps_and_one_program_per_n_block():

@@ -85,6 +85,11 @@ def check_config(cfg: object) -> TileConfig:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
             raise ValueError(f"cfg: {name} must be a power of two >= 16 for the split-nibbles layout; got {v!r}")
+    return _check_steps_and_warps(cfg)
+
+
+def _check_steps_and_warps(cfg: TileConfig) -> TileConfig:
+    """What the split-nibbles and gemv candidates share: groups per K step, warps, stages."""
     if cfg.groups_per_step not in GROUPS_PER_STEP:
         raise ValueError(f"cfg: groups_per_step must be one of {', '.join(map(str, GROUPS_PER_STEP))}; got "
                          f"{cfg.groups_per_step!r}")
@@ -103,13 +108,7 @@ def _check_gemv(cfg: TileConfig) -> TileConfig:
         raise ValueError(f"cfg: the gemv layout has no M tile or swap-AB (each program takes all M <= "
                          f"{GEMV_MAX_ROWS} rows): leave block_m={GEMV_MAX_ROWS}, swap_ab=False (got {cfg.block_m}, "
                          f"{cfg.swap_ab})")
-    if cfg.groups_per_step not in GROUPS_PER_STEP:
-        raise ValueError(f"cfg: groups_per_step must be one of {', '.join(map(str, GROUPS_PER_STEP))}; got "
-                         f"{cfg.groups_per_step!r}")
-    if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
-        raise ValueError(f"cfg: num_warps must be 1, 2, 4, 8 or 16 and num_stages >= 1; got {cfg.num_warps}, "
-                         f"{cfg.num_stages}")
-    return cfg
+    return _check_steps_and_warps(cfg)
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
