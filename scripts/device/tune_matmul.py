@@ -2,6 +2,10 @@
 write JSON. A config that fails to compile or run (or gives wrong values) is recorded and skipped.
 
   python3 scripts/device/tune_matmul.py --json $OUT/h200-tune-matmul.json --max-seconds 70
+  python3 scripts/device/tune_matmul.py --only-gemv --json $OUT/h200-tune-matmul-gemv.json --max-seconds 300
+--only-gemv times the CUDA-core GEMV candidate (rules.GEMV_CANDIDATES, kernel_gemv.py) at M = 1, 4, 8 over the
+sweep's decode (N, K) beside cuBLAS and the shipped rule, and checks each candidate's rows bitwise against its own
+M = 8 launch (`same_bits_m8`: batch invariance within the family).
 Classes and candidates: ridgeline.ops.matmul.rules.CANDIDATES; the shapes per class are below. cuBLAS is timed
 beside them (the rules must beat it). Timing: triton.testing.do_bench_cudagraph (weights cold via rotation is not
 needed for large M; for decode the weight exceeds L2 at these layers except 8b-o, 32 MiB: flagged in the output).
@@ -15,6 +19,8 @@ import time
 
 import torch
 
+# The GEMV candidate's shapes: M = 8 first (its outputs are the bitwise reference of M = 4 and 1).
+GEMV_SHAPES = [(m, n, k) for n, k in ((4096, 4096), (28672, 4096), (8192, 28672), (4096, 14336)) for m in (8, 4, 1)]
 SHAPES = {
     "decode": [(1, 4096, 4096), (16, 28672, 4096), (1, 8192, 28672)],
     "small": [(64, 4096, 4096), (64, 28672, 4096)],
@@ -28,6 +34,7 @@ def main() -> None:
     ap.add_argument("--json", required=True)
     ap.add_argument("--max-seconds", type=float, default=70.0)
     ap.add_argument("--classes", default="decode,small,mid,large")
+    ap.add_argument("--only-gemv", action="store_true", help="the GEMV candidate at M = 1, 4, 8 (GEMV_SHAPES)")
     args = ap.parse_args()
     import triton.testing
 
@@ -36,17 +43,21 @@ def main() -> None:
 
     t_end = time.perf_counter() + args.max_seconds
     out: dict = {"results": [], "best": {}}
-    for cls in args.classes.split(","):
-        for m, n, k in SHAPES[cls]:
-            x = torch.randn(m, k, device="cuda").bfloat16()
-            w = (torch.randn(n, k, device="cuda") / k**0.5).bfloat16()
+    shapes = {"gemv": GEMV_SHAPES} if args.only_gemv else {c: SHAPES[c] for c in args.classes.split(",")}
+    x8 = {}
+    for cls, cls_shapes in shapes.items():
+        for m, n, k in cls_shapes:
+            g = torch.Generator(device="cuda").manual_seed(n * 7 + k)  # the same x rows and w at every M
+            x = torch.randn(max(m, 8), k, device="cuda", generator=g).bfloat16()[:m]
+            w = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).bfloat16()
             ref = (x.float() @ w.float().T)
             flops = 2 * m * n * k
             wbytes = n * k * 2
             cub = triton.testing.do_bench_cudagraph(lambda a=x, b=w: torch.nn.functional.linear(a, b))
             rows = [{"class": cls, "shape": [m, n, k], "config": "cublas", "us": cub * 1e3}]
             rule_cfg = rules.config_for(m, n, k, x.dtype, x.device)[0]
-            for cfg in [rule_cfg] + rules.CANDIDATES[cls]:
+            cands = rules.GEMV_CANDIDATES if cls == "gemv" else rules.CANDIDATES[cls]
+            for cfg in [rule_cfg] + cands:
                 if time.perf_counter() > t_end:
                     rows.append({"class": cls, "shape": [m, n, k], "config": cfg.describe(), "error": "time budget"})
                     break
@@ -57,8 +68,16 @@ def main() -> None:
                         raise ValueError(f"wrong values (max error {err:.3g})")
                     ms = triton.testing.do_bench_cudagraph(
                         lambda c=cfg, a=x, b=w: matmul_2d(a, b, None, a.dtype, "nt", c))
-                    rows.append({"class": cls, "shape": [m, n, k], "config": cfg.describe(), "key": cfg.key(),
-                                 "us": ms * 1e3, "rule": cfg == rule_cfg})
+                    row = {"class": cls, "shape": [m, n, k], "config": cfg.describe(), "key": cfg.key(),
+                           "us": ms * 1e3, "rule": cfg == rule_cfg}
+                    if isinstance(cfg, rules.GemvConfig):  # rows vs the same config's M = 8 launch, bitwise
+                        row["splits"] = rules.gemv_plan(m, n, k, cfg, torch.cuda.get_device_properties(0)
+                                                        .multi_processor_count)["splits"]
+                        if m == 8:
+                            x8[(n, k, cfg)] = y
+                        elif (n, k, cfg) in x8:
+                            row["same_bits_m8"] = bool(torch.equal(y, x8[(n, k, cfg)][:m]))
+                    rows.append(row)
                 except Exception as e:  # a config that does not compile or fit: recorded, skipped
                     rows.append({"class": cls, "shape": [m, n, k], "config": cfg.describe(),
                                  "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"})

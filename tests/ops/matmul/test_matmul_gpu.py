@@ -88,3 +88,26 @@ def test_operands_on_another_gpu_than_the_current_one(m):
     y = matmul(x, w)
     assert y.device == x.device
     _close(y, reference_matmul(x, w, None, "nt"), 4096, torch.bfloat16)
+
+
+@pytest.mark.parametrize("n,k", [(4096, 4096), (28672, 4096), (4096, 14336)])
+def test_gemv_candidate_at_decode_shapes(n, k):
+    # The CUDA-core GEMV candidate (kernel_gemv.py) at the sweep's decode layers: values vs float64 at M = 1, 4, 8,
+    # bitwise determinism, and batch invariance within the family (M = 1 and M = 4 rows equal the same rows at
+    # M = 8), with the split rule and without splits.
+    from ridgeline.ops.matmul import rules
+    from ridgeline.ops.matmul.launch import matmul_2d
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(8, k, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).bfloat16()
+    b = torch.randn(n, device="cuda", generator=g).bfloat16()
+    ref = reference_matmul(x, w, b, "nt")
+    for cfg in (rules.GemvConfig(32, 512, 4), rules.GemvConfig(64, 256, 8, splits=1)):
+        y8 = matmul_2d(x, w, b, torch.bfloat16, "nt", cfg)
+        _close(y8, ref, k, torch.bfloat16)
+        assert torch.equal(y8, matmul_2d(x, w, b, torch.bfloat16, "nt", cfg))
+        for m in (1, 4):
+            assert torch.equal(matmul_2d(x[:m], w, b, torch.bfloat16, "nt", cfg), y8[:m]), (cfg, m)
+        wkn = w.T.contiguous()
+        _close(matmul_2d(x[:3], wkn, b, torch.bfloat16, "kn", cfg), ref[:3], k, torch.bfloat16)

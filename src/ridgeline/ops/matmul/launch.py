@@ -17,6 +17,7 @@ from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     ensure_tma_allocator,
     interpreter_enabled,
+    multiprocessor_count,
     require_runnable_device,
     require_same_device,
     require_tensor,
@@ -29,6 +30,8 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 LAYOUTS = ("nt", "kn")
 
 _LAUNCHER: CachedLauncher | None = None
+_GEMV_LAUNCHERS: tuple[CachedLauncher, CachedLauncher] | None = None
+REDUCE_BLOCK = 1024  # outputs per program of the GEMV's split reduction (fp32 partials, 4 KiB a program)
 
 
 def _dtype_text(d: torch.dtype) -> str:
@@ -118,17 +121,59 @@ def _launcher() -> CachedLauncher:
     return _LAUNCHER
 
 
+def _gemv_launchers() -> tuple[CachedLauncher, CachedLauncher]:
+    global _GEMV_LAUNCHERS
+    if _GEMV_LAUNCHERS is None:
+        from ridgeline.ops.matmul.kernel_gemv import gemv_kernel, gemv_reduce_kernel
+
+        _GEMV_LAUNCHERS = (CachedLauncher(gemv_kernel), CachedLauncher(gemv_reduce_kernel))
+    return _GEMV_LAUNCHERS
+
+
+def _gemv_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, layout: str,
+             cfg: rules.GemvConfig) -> None:
+    """The GEMV candidate (kernel_gemv.py) into y [M, N] (M in 1..8, N and K > 0): pointer loads in place at any
+    strides (both layouts), split programs + the ordered reduction when the plan splits K."""
+    m, k = x2.shape
+    n = y.shape[1]
+    sxm, sxk = x2.stride()
+    sbk, sbn = (w.stride(1), w.stride(0)) if layout == "nt" else (w.stride(0), w.stride(1))
+    plan = rules.gemv_plan(m, n, k, cfg, multiprocessor_count(x2.device))
+    splits = plan["splits"]
+    partials = y if splits == 1 else torch.empty((splits, m, n), dtype=torch.float32, device=y.device)
+    gemv, reduce = _gemv_launchers()
+    on_other_gpu = x2.is_cuda and x2.get_device() != torch.cuda.current_device()
+    with torch.cuda.device(x2.device) if on_other_gpu else contextlib.nullcontext():
+        args = (x2, w, bias if bias is not None else y, y, partials, n, k, sxm, sxk, sbk, sbn, y.stride(0),
+                plan["k_chunk"], m * n)
+        gemv.launch(plan["blocks"] * splits, args,
+                    {"ROWS": m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "SPLIT_PROGRAMS": splits > 1,
+                     "HAS_BIAS": bias is not None}, cfg.num_warps)
+        if splits > 1:
+            reduce.launch(-(-(m * n) // REDUCE_BLOCK),
+                          (partials, bias if bias is not None else y, y, m * n, n, y.stride(0)),
+                          {"SPLITS": splits, "BLOCK": REDUCE_BLOCK, "HAS_BIAS": bias is not None}, 4)
+
+
 def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-              layout: str, config: rules.GemmConfig | None = None) -> torch.Tensor:
-    """y [M, N] for x2 [M, K] (checked already). `config` overrides the rules (the tuning driver)."""
+              layout: str, config: rules.GemmConfig | rules.GemvConfig | None = None) -> torch.Tensor:
+    """y [M, N] for x2 [M, K] (checked already). `config` overrides the rules (the tuning driver); a
+    `rules.GemvConfig` runs the CUDA-core GEMV candidate (M <= 8, either layout)."""
     m, k = x2.shape
     n = w.shape[0] if layout == "nt" else w.shape[1]
+    if isinstance(config, rules.GemvConfig):
+        rules.check_gemv(config)
+        if m > rules.GEMV_MAX_M:
+            raise ValueError(f"cfg: the gemv config serves M <= {rules.GEMV_MAX_M} rows; got M = {m}")
     if m == 0 or n == 0:
         return torch.empty((m, n), dtype=out_dtype, device=x2.device)
     if k == 0:  # an empty sum: zeros (+ bias), no launch
         y = torch.zeros((m, n), dtype=out_dtype, device=x2.device)
         return y.add_(bias.to(out_dtype)) if bias is not None else y
     y = torch.empty((m, n), dtype=out_dtype, device=x2.device)
+    if isinstance(config, rules.GemvConfig):
+        _gemv_2d(x2, w, bias, y, layout, config)
+        return y
     cfg = config or rules.config_for(m, n, k, x2.dtype, x2.device)[0]
     strides, a_km, b_kn, tma_ok = _operands(x2, w, layout)
     tma = cfg.tma and tma_ok

@@ -4,6 +4,8 @@ Two kernels share one body (kernel.py): a one-tile-per-program launch for small 
 grid must cover the SMs, so BLOCK_N shrinks with N) and a persistent launch (one program per SM walking tiles in
 grouped order) for large M, where the operands come through TMA. Everything marked "guess" is for
 scripts/device/tune_matmul.py to settle on the H200 (one call times every candidate of CANDIDATES per class).
+A third candidate, the CUDA-core GEMV of kernel_gemv.py for M <= 8 (GemvConfig, gemv_splits), is reachable only
+through the config override until the H200 has timed it (tune_matmul.py --only-gemv).
 """
 
 from __future__ import annotations
@@ -40,6 +42,70 @@ class GemmConfig:
         return {"block_m": self.block_m, "block_n": self.block_n, "block_k": self.block_k,
                 "num_warps": self.num_warps, "num_stages": self.num_stages, "group_m": self.group_m,
                 "persistent": self.persistent, "tma": self.tma}
+
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """The decode GEMV candidate (kernel_gemv.py, M <= 8, CUDA cores): accepted through matmul_2d's `config`
+    override (the tuning driver); no rule below picks it until the H200 has timed it. `splits` None: the numeric
+    K split of gemv_splits(N, K, SMs); an int forces that many (1: no split programs, no partials)."""
+    block_n: int
+    block_k: int
+    num_warps: int
+    splits: int | None = None
+
+    def describe(self) -> str:
+        sp = "auto" if self.splits is None else str(self.splits)
+        return f"gemv {self.block_n}x{self.block_k} w{self.num_warps} splits={sp}"
+
+    def key(self) -> dict[str, Any]:
+        return {"gemv": True, "block_n": self.block_n, "block_k": self.block_k, "num_warps": self.num_warps,
+                "splits": self.splits}
+
+
+GEMV_MAX_M = 8  # kernel_gemv.MAX_ROWS: every row of a call in each program
+# The split rule (guesses for the tuning run): enough (column block, split) programs for GEMV_PROGRAMS_PER_SM per
+# SM, counting column blocks at GEMV_SPLIT_COLUMNS wide whatever BLOCK_N is (so the count depends on (N, K) and the
+# SM count only), each split at least GEMV_MIN_K_PER_SPLIT of K, at most GEMV_MAX_SPLITS.
+GEMV_SPLIT_COLUMNS = 32
+GEMV_PROGRAMS_PER_SM = 2
+GEMV_MIN_K_PER_SPLIT = 1024
+GEMV_MAX_SPLITS = 16
+
+
+def gemv_splits(n: int, k: int, sm_count: int) -> int:
+    """Numeric K splits of the GEMV candidate for (N, K) on `sm_count` SMs (independent of M: batch invariance).
+    N = 4096, K = 4096 on 132 SMs: 128 column blocks of 32 -> 3 splits wanted, 4 allowed by K -> 3."""
+    blocks = -(-n // GEMV_SPLIT_COLUMNS)
+    want = -(-GEMV_PROGRAMS_PER_SM * sm_count // blocks)
+    return max(1, min(want, GEMV_MAX_SPLITS, k // GEMV_MIN_K_PER_SPLIT))
+
+
+def check_gemv(cfg: GemvConfig) -> GemvConfig:
+    """One-line errors for a bad GEMV config."""
+    def pow2(v: object, lo: int, hi: int) -> bool:
+        return isinstance(v, int) and lo <= v <= hi and v & (v - 1) == 0
+
+    if not pow2(cfg.block_n, 1, 1024):
+        raise ValueError(f"cfg: block_n must be a power of two in 1..1024 for the gemv config; got {cfg.block_n!r}")
+    if not pow2(cfg.block_k, 16, 4096):
+        raise ValueError(f"cfg: block_k must be a power of two in 16..4096 for the gemv config; got {cfg.block_k!r}")
+    if cfg.num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"cfg: num_warps must be 1, 2, 4, 8 or 16; got {cfg.num_warps!r}")
+    if cfg.splits is not None and not (isinstance(cfg.splits, int) and 1 <= cfg.splits <= 256):
+        raise ValueError(f"cfg: splits must be None (the rule) or an int in 1..256; got {cfg.splits!r}")
+    return cfg
+
+
+def gemv_plan(m: int, n: int, k: int, cfg: GemvConfig, sm_count: int) -> dict[str, int]:
+    """Grid and split geometry of a GEMV launch: K cut into `splits` chunks of whole BLOCK_K steps (the last may
+    be shorter; a split count that would leave an empty chunk is lowered to the chunks that exist)."""
+    want = cfg.splits if cfg.splits is not None else gemv_splits(n, k, sm_count)
+    steps = -(-k // cfg.block_k)
+    chunk = -(-steps // max(1, min(want, steps))) * cfg.block_k
+    splits = -(-k // chunk)
+    return {"blocks": -(-n // cfg.block_n), "splits": splits, "k_chunk": chunk}
 
 
 @dataclass(frozen=True)
@@ -116,6 +182,13 @@ CANDIDATES: dict[str, list[GemmConfig]] = {
               for bm, bn, w in ((128, 256, 8), (128, 128, 8), (256, 128, 8))
               for bk, s in ((64, 3), (64, 4), (128, 2)) for g in (8,) for p in (True, False)],
 }
+
+# The GEMV candidate's grid (scripts/device/tune_matmul.py --only-gemv times each at M = 1, 4, 8): BLOCK_N x BLOCK_K
+# x warps with the split rule, and the same tiles with no split (splits=1) at 4 warps.
+GEMV_CANDIDATES: list[GemvConfig] = (
+    [GemvConfig(bn, bk, w) for bn in (16, 32, 64) for bk in (128, 256, 512) for w in (2, 4, 8)]
+    + [GemvConfig(bn, bk, 4, splits=1) for bn in (16, 32, 64) for bk in (256, 512)]
+)
 
 
 def _shrunk_block_n(m: int, n: int, rule: Rule, sms: int) -> int:
