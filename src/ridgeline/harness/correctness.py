@@ -261,8 +261,9 @@ def _check_values(spec: OpSpec, case: Case, inputs: Inputs, outs, result: CheckR
 
 
 def _raised(e: BaseException) -> str:
+    """'Type: first line of the message (file:line)' of an exception."""
     last = traceback.extract_tb(e.__traceback__)[-1]
-    return (f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+    return (f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
             f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
 
 
@@ -282,12 +283,9 @@ def check_case(spec: OpSpec, impl: Impl, case: Case, device: torch.device | str,
     except torch.cuda.OutOfMemoryError as e:
         result.reasons.append(f"out of memory: {str(e).splitlines()[0]}")
     except ImplementationError as wrapped:  # a wrong implementation is a result, not a crash of the harness
-        result.reasons.append(_raised(wrapped.error))
+        result.reasons.append(f"raised {_raised(wrapped.error)}")
     except Exception as e:  # the contract's inputs/reference or the harness itself: never blamed on the impl
-        last = traceback.extract_tb(e.__traceback__)[-1]
-        result.reasons.append(f"harness error, not the implementation's: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''} "
-                              f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+        result.reasons.append(f"harness error, not the implementation's: {_raised(e)}")
         result.harness_error = True
     result.passed = not result.reasons
     result.seconds = time.perf_counter() - t0

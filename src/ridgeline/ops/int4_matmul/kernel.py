@@ -8,7 +8,7 @@ cores by tl.dot against the x tile with a fresh fp32 accumulator, and the group'
 Split-K and batch invariance. The K groups are cut into SPLITS numeric splits (a function of N and K only, never
 of M; rules.py): each split sums its groups in order into its own fp32 partial, and the partials are added in split
 order. A launch either gives each split its own programs (SPLIT_PROGRAMS: partials go to an fp32 workspace and
-`_splitk_reduce_kernel` adds them in order; decode, where N alone gives too few programs) or lets one program walk
+`lib.splitk` adds them in order; decode, where N alone gives too few programs) or lets one program walk
 every split itself (large M). Both add the same numbers in the same order, so a row's bits do not depend on the
 launch, only on (N, K) and on the tensor-core instruction that sums a group. That last part is not uniform: tiles
 of 16 and 32 rows run tl.dot as mma.sync (HMMA), tiles of 64 rows and more as wgmma (HGMMA), and on the H200 the
@@ -87,19 +87,3 @@ def _int4_mm_kernel(
     else:
         y = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
         tl.store(y, total.to(y_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
-
-
-@triton.jit
-def _splitk_reduce_kernel(p_ptr, y_ptr, numel, N, stride_ym, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
-    """y = sum over s (in order) of partials[s]: [SPLITS, M, N] fp32 -> [M, N] in y's dtype."""
-    pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < numel
-    total = tl.zeros([BLOCK], dtype=tl.float32)
-    p = p_ptr + offs
-    for _ in tl.static_range(SPLITS):
-        total += tl.load(p, mask=mask, other=0.0)
-        p += numel  # (a pointer step: s * numel in 32 bits would wrap past 2^31 partial elements)
-    m = offs // N
-    n = offs - m * N
-    tl.store(y_ptr + m * stride_ym + n, total.to(y_ptr.dtype.element_ty), mask=mask)

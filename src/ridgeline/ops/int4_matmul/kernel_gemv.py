@@ -18,7 +18,7 @@ groups GROUPS_PER_STEP at a time; per group:
 
 Numerics. The same split contract as kernel.py: K's groups are cut into rules.splits_for(N, K) numeric splits
 (never a function of M); each split adds its groups in order into a fresh fp32 partial; the partials are added in
-split order (by the program, or by kernel._splitk_reduce_kernel when splits have their own programs: no atomics,
+split order (by the program, or by lib.splitk's reduction when splits have their own programs: no atomics,
 deterministic). A step's groups past the split's end are masked off (loads and add), so GROUPS_PER_STEP does not
 change the bits. This adds a THIRD kernel family beside the two of kernel.py (mma.sync tiles for M <= 32, wgmma
 tiles for M >= 33): within a group it sums the GROUP products on the FMA units in the order of its register
@@ -142,7 +142,7 @@ def _int4_gemv_kernel(
         t8, t9, t10, t11 = t8 + p8, t9 + p9, t10 + p10, t11 + p11
         t12, t13, t14, t15 = t12 + p12, t13 + p13, t14 + p14, t15 + p15
 
-    # Split programs: partials [SPLITS, M, N] (contiguous) for kernel._splitk_reduce_kernel; else y directly.
+    # Split programs: partials [SPLITS, M, N] (contiguous) for lib.splitk's reduction; else y directly.
     TO_P: tl.constexpr = SPLIT_PROGRAMS
     p_base = tl.program_id(1).to(tl.int64) * mn
     y_rows = tl.cast(stride_ym, tl.int64)

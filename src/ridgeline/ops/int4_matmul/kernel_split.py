@@ -19,7 +19,7 @@ tl.dot of BLOCK_N x 64 bytes per K step. Here:
 Numerics (the same contract as kernel.py): the K groups are cut into the numeric splits of rules.splits_for (a
 function of N and K, never of M); each split adds its groups IN ORDER into a fresh fp32 partial, each group's
 product scaled by its scale before it joins: part = part + (dot(lo_g, xe_g) + dot(hi_g, xo_g)) * s_g; the partials
-are added in split order (by the program or by kernel._splitk_reduce_kernel). A step's groups past the split's end
+are added in split order (by the program or by lib.splitk's reduction). A step's groups past the split's end
 are masked off (loads and the add), so the sum order depends only on (N, K, group size, config), never on M
 (batch invariance), and the result does not depend on GROUPS_PER_STEP either. No atomics: deterministic.
 64-bit offsets for x, w, y and the partials.
@@ -134,7 +134,7 @@ def _int4_mm_split_kernel(
         p_off = offs_m[:, None] * N + offs_n[None, :]
         y_off = offs_m[:, None] * stride_ym + offs_n[None, :]
     if SPLIT_PROGRAMS and SPLITS > 1:
-        # Partials [SPLITS, M, N] (contiguous); kernel._splitk_reduce_kernel adds them in split order.
+        # Partials [SPLITS, M, N] (contiguous); lib.splitk's reduction adds them in split order.
         tl.store(p_ptr + tl.program_id(1).to(tl.int64) * mn + p_off, total, mask=out_mask)
     else:
         tl.store(y_ptr + y_off, total.to(y_ptr.dtype.element_ty), mask=out_mask)

@@ -18,6 +18,7 @@ from ridgeline.lib.launch import (
     require_same_device,
     require_tensor,
 )
+from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.int4_matmul.pack import check_group
 from ridgeline.ops.int4_matmul.rules import (
     GEMV_MAX_ROWS,
@@ -31,7 +32,6 @@ from ridgeline.ops.int4_matmul.rules import (
 
 X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 SCALE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-REDUCE_BLOCK = 1024
 
 
 def _name(d: torch.dtype) -> str:
@@ -138,7 +138,7 @@ def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
 
 def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor, group_size: int,
             cfg: TileConfig | None = None, split_progs: bool | None = None) -> None:
-    from ridgeline.ops.int4_matmul.kernel import _int4_mm_kernel, _splitk_reduce_kernel
+    from ridgeline.ops.int4_matmul.kernel import _int4_mm_kernel
 
     m, k = x2.shape
     n = w_packed.shape[0]
@@ -161,8 +161,7 @@ def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: t
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     if per_split:
-        _splitk_reduce_kernel[(-(-(m * n) // REDUCE_BLOCK),)](
-            partials, y, m * n, n, y.stride(0), SPLITS=splits, BLOCK=REDUCE_BLOCK, num_warps=4)
+        reduce_splits(partials, y)
 
 
 def _launch_split(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor,

@@ -15,7 +15,7 @@ over K (in-thread FMAs, then lane shuffles), added to the row's accumulator.
 
 Split-K. gemv_splits(N, K, SMs) numeric splits (never a function of M) cut K into chunks of whole BLOCK_K steps;
 with more than one split each (column block, split) is a program writing fp32 partials [SPLITS, M, N], and
-_gemv_reduce_kernel adds them in split order (+ bias) and rounds once: deterministic, no atomics.
+lib.splitk's reduction adds them in split order (+ bias) and rounds once: deterministic, no atomics.
 
 Numerics. fp32 products and sums; the in-step sum runs on the FMA units in the order of the tile's register
 layout, not the tensor core's, so a row's bits may differ from the tensor-core tiles' (kernel.py) in the last bit
@@ -117,7 +117,7 @@ def gemv_kernel(
         a6 = _row_step(a6, wt, x_ptr, 6, stride_xm64, stride_xk, rk, mask_k, ROWS)
         a7 = _row_step(a7, wt, x_ptr, 7, stride_xm64, stride_xk, rk, mask_k, ROWS)
 
-    # Split programs: fp32 partials [SPLITS, M, N] (contiguous) for _gemv_reduce_kernel; else y (+ bias) directly.
+    # Split programs: fp32 partials [SPLITS, M, N] (contiguous) for lib.splitk's reduction; else y (+ bias) directly.
     TO_P: tl.constexpr = SPLIT_PROGRAMS
     p_base = split.to(tl.int64) * mn
     y_rows = tl.cast(stride_ym, tl.int64)
@@ -132,21 +132,3 @@ def gemv_kernel(
     _row_out(a5, 5, y_ptr, y_rows, p_ptr, p_base, N, offs_n, mask_n, bias, ROWS, TO_P, HAS_BIAS)
     _row_out(a6, 6, y_ptr, y_rows, p_ptr, p_base, N, offs_n, mask_n, bias, ROWS, TO_P, HAS_BIAS)
     _row_out(a7, 7, y_ptr, y_rows, p_ptr, p_base, N, offs_n, mask_n, bias, ROWS, TO_P, HAS_BIAS)
-
-
-@triton.jit
-def gemv_reduce_kernel(p_ptr, bias_ptr, y_ptr, numel, N, stride_ym, SPLITS: tl.constexpr, BLOCK: tl.constexpr,
-                       HAS_BIAS: tl.constexpr):
-    """y = sum over s (in order) of partials[s] (+ bias): [SPLITS, M, N] fp32 -> [M, N] in y's dtype."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < numel
-    total = tl.zeros([BLOCK], dtype=tl.float32)
-    p = p_ptr + offs
-    for _ in tl.static_range(SPLITS):
-        total += tl.load(p, mask=mask, other=0.0)
-        p += numel  # (a pointer step: s * numel in 32 bits could wrap)
-    m = offs // N
-    n = offs - m * N
-    if HAS_BIAS:
-        total += tl.load(bias_ptr + n, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + m * stride_ym + n, total.to(y_ptr.dtype.element_ty), mask=mask)

@@ -22,6 +22,7 @@ from ridgeline.lib.launch import (
     require_same_device,
     require_tensor,
 )
+from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.matmul import rules
 
 _INTERPRETED = interpreter_enabled()
@@ -30,8 +31,7 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 LAYOUTS = ("nt", "kn")
 
 _LAUNCHER: CachedLauncher | None = None
-_GEMV_LAUNCHERS: tuple[CachedLauncher, CachedLauncher] | None = None
-REDUCE_BLOCK = 1024  # outputs per program of the GEMV's split reduction (fp32 partials, 4 KiB a program)
+_GEMV_LAUNCHER: CachedLauncher | None = None
 
 
 def _dtype_text(d: torch.dtype) -> str:
@@ -121,13 +121,13 @@ def _launcher() -> CachedLauncher:
     return _LAUNCHER
 
 
-def _gemv_launchers() -> tuple[CachedLauncher, CachedLauncher]:
-    global _GEMV_LAUNCHERS
-    if _GEMV_LAUNCHERS is None:
-        from ridgeline.ops.matmul.kernel_gemv import gemv_kernel, gemv_reduce_kernel
+def _gemv_launcher() -> CachedLauncher:
+    global _GEMV_LAUNCHER
+    if _GEMV_LAUNCHER is None:
+        from ridgeline.ops.matmul.kernel_gemv import gemv_kernel
 
-        _GEMV_LAUNCHERS = (CachedLauncher(gemv_kernel), CachedLauncher(gemv_reduce_kernel))
-    return _GEMV_LAUNCHERS
+        _GEMV_LAUNCHER = CachedLauncher(gemv_kernel)
+    return _GEMV_LAUNCHER
 
 
 def _gemv_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, layout: str,
@@ -141,7 +141,7 @@ def _gemv_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: to
     plan = rules.gemv_plan(m, n, k, cfg, multiprocessor_count(x2.device))
     splits = plan["splits"]
     partials = y if splits == 1 else torch.empty((splits, m, n), dtype=torch.float32, device=y.device)
-    gemv, reduce = _gemv_launchers()
+    gemv = _gemv_launcher()
     on_other_gpu = x2.is_cuda and x2.get_device() != torch.cuda.current_device()
     with torch.cuda.device(x2.device) if on_other_gpu else contextlib.nullcontext():
         args = (x2, w, bias if bias is not None else y, y, partials, n, k, sxm, sxk, sbk, sbn, y.stride(0),
@@ -150,9 +150,7 @@ def _gemv_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: to
                     {"ROWS": m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "SPLIT_PROGRAMS": splits > 1,
                      "HAS_BIAS": bias is not None}, cfg.num_warps)
         if splits > 1:
-            reduce.launch(-(-(m * n) // REDUCE_BLOCK),
-                          (partials, bias if bias is not None else y, y, m * n, n, y.stride(0)),
-                          {"SPLITS": splits, "BLOCK": REDUCE_BLOCK, "HAS_BIAS": bias is not None}, 4)
+            reduce_splits(partials, y, bias)
 
 
 def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
