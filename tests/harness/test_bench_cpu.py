@@ -191,6 +191,35 @@ def test_right_values_without_batch_invariance_are_timed_and_flagged(tmp_path):
     assert not any(n.rule == "wrong" for n in notes), "right values are not reported as wrong"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU path")
+def test_a_nondeterministic_peer_with_right_values_is_timed_with_the_caveat(tmp_path):
+    """FlashAttention's backward adds dQ with atomics: two calls differ in the last bits. Its speed still matters;
+    it is timed and flagged, never struck out as wrong and never counted as clean."""
+    path = tmp_path / "jitter_kernels.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        def jittery(x, weight, eps):
+            xf = x.float()
+            y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+            return (y * (1 + torch.rand_like(y) * 2.0 ** -22)).to(x.dtype)
+    """))
+    impl = f"{path}:jittery"
+    out = tmp_path / "run.json"
+    bench("rmsnorm", ["ridgeline", impl], [(4, 256)], [torch.float32], budget_s=0.05, json_path=out,
+          db=tmp_path / "runs.sqlite")
+    d = json.loads(out.read_text())
+    check = next(c for c in d["checks"] if c["impl"] == impl)
+    assert not check["passed"] and any(r.startswith("not deterministic") for r in check["reasons"])
+    timed = [m for m in d["measurements"] if m["impl"] == impl]
+    assert timed and all(m["caveat"].startswith("not ") and "deterministic" in m["caveat"] for m in timed)
+
+    from ridgeline.report.rules import evaluate
+
+    notes = evaluate(d)
+    assert any(n.rule == "not-invariant" and "not deterministic" in n.detail for n in notes)
+    assert not any(n.rule == "wrong" for n in notes)
+
+
 def test_the_first_graph_timings_in_a_process_are_discarded(monkeypatch):
     """The first graph timings of a process ran ~10% faster on the H200 (one row, graph-hot): `time_graph` runs
     SETTLE_GRAPH_TIMINGS discarded ones first (short budget, the same calls), then never again."""

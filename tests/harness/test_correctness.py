@@ -52,6 +52,31 @@ def test_planted_defects_are_caught(bad, reason):
         assert any("NaN/inf" in s for s in r.reasons), r.reasons
 
 
+def test_a_second_call_or_a_row_subset_that_differs_is_held_to_the_reference_too():
+    """Nondeterminism and batch variance are order properties a peer may lack and still be timed (with a caveat):
+    only if the differing answers are right. A racing second call or garbage for a small batch is a value error."""
+    from ridgeline.harness.correctness import only_order_variance
+
+    calls = []
+
+    def racing(x, w, eps):  # right the first time, half-finished the second
+        calls.append(1)
+        y = good(x, w, eps)
+        return y if len(calls) % 2 else y * 0.5
+
+    def small_batch_garbage(x, w, eps):
+        return good(x, w, eps) if x.shape[0] == CASE.shape[0] else torch.zeros_like(x)
+
+    def jittery(x, w, eps):  # another summation order each call: within tolerance
+        return good(x, w, eps) + torch.rand_like(x) * 1e-7
+
+    for bad, tag in ((racing, "second run:"), (small_batch_garbage, "alone:")):
+        r = check_case(SPEC, impl(bad), CASE, DEVICE)
+        assert not only_order_variance(r.reasons) and any(tag in s for s in r.reasons), r.reasons
+    r = check_case(SPEC, impl(jittery), CASE, DEVICE)
+    assert not r.passed and only_order_variance(r.reasons), r.reasons
+
+
 def test_a_cached_result_fails_on_fresh_inputs():
     cache = {}
 

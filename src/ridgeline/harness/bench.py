@@ -23,7 +23,7 @@ from ridgeline.core import registry
 from ridgeline.core.spec import Case, Impl, OpSpec, Shape, as_dtype, as_list, dtype_name, parse_dtype
 from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
-from ridgeline.harness.correctness import NOT_BATCH_INVARIANT, check_case, only_batch_variance, value_near_miss
+from ridgeline.harness.correctness import ORDER_VARIANCE, check_case, only_order_variance, order_caveat, value_near_miss
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
 from ridgeline.records.record import RunRecord, load_record, measurement_key
@@ -240,20 +240,21 @@ def run_bench(
                 passing.append(impl)
                 if done.get("notes"):  # what the check could not check: said beside each of its timings
                     notes[impl.name] = list(done["notes"])
-            elif impl.source != "ours" and only_batch_variance(done.get("reasons") or []):
-                # Right values, rows not batch invariant: timed and flagged (a peer's speed still matters;
-                # ours must pass everything).
+            elif impl.source != "ours" and only_order_variance(done.get("reasons") or []):
+                # Right values on every call, but a different summation order per call or per batch size
+                # (atomics in FlashAttention's dQ, say): timed and flagged (a peer's speed still matters; ours
+                # must pass everything).
                 passing.append(impl)
-                caveats[impl.name] = "not batch invariant (values checked)"
+                caveats[impl.name] = order_caveat(done["reasons"])
             elif impl.source == "peer" and value_near_miss(done.get("reasons") or [],
                                                            done.get("worst_value_ratio") or 0.0, PEER_NEAR_MISS):
                 # A production peer just past the tolerance (less precise arithmetic, e.g. torch eager's softmax
                 # backward at 2.4x in bf16): leaving it out would flatter us, so it is timed, with the caveat.
                 passing.append(impl)
                 slacks[impl.name] = PEER_NEAR_MISS
-                caveats[impl.name] = f"values up to {done['worst_value_ratio']:.1f}x the tolerance" + (
-                    "; not batch invariant" if any(str(r).startswith(NOT_BATCH_INVARIANT) for r in done["reasons"])
-                    else "")
+                lacks = [p for p in ORDER_VARIANCE if any(str(r).startswith(p) for r in done["reasons"])]
+                caveats[impl.name] = "; ".join([f"values up to {done['worst_value_ratio']:.1f}x the tolerance",
+                                                *lacks])
         for regime in regimes:
             for impl in impls:
                 tick(f"time {impl.name} {case.label()} {regime}")

@@ -73,7 +73,8 @@ def _where(item: dict[str, Any], regime: bool = True) -> str:
 # --- run rules ---------------------------------------------------------------------------------------------
 def rule_wrong(record: dict[str, Any]) -> list[Note]:
     """A failed correctness check names the implementation: its timings there are not a result. Right values with
-    rows that are not batch invariant are a caveat, not an error: those are timed and flagged."""
+    rows that are not batch invariant, or calls that differ bitwise, are a caveat, not an error: those are timed
+    and flagged."""
     measured = {case_key(m) for m in items(record.get("measurements"))}
     failed = failed_checks(record)
     checked = check_status(record)  # a resumed run may have re-checked (and passed) after a saved failure
@@ -82,9 +83,9 @@ def rule_wrong(record: dict[str, Any]) -> list[Note]:
         reasons = _list(c.get("reasons"))
         text = "; ".join(str(r) for r in reasons) or "no reason recorded"
         if invariance_only(reasons) and c.get("source") != "ours":  # ours promises batch invariance
-            notes.append(Note("not-invariant", "warn", "not batch invariant",
-                              "values match the reference, but rows computed alone differ bitwise from the same "
-                              "rows in the full batch; timed, and flagged wherever it appears",
+            notes.append(Note("not-invariant", "warn", "not batch invariant or not deterministic",
+                              "values match the reference on every call, but rows computed alone or a second call "
+                              "differ bitwise (another summation order); timed, and flagged wherever it appears",
                               _where(c, regime=False), c.get("impl", "?"), text))
             continue
         timed = " (it was timed anyway: ignore those numbers)" if key in measured else ""

@@ -8,6 +8,7 @@ from typing import Any
 
 from ridgeline.report.data import (
     DASH,
+    ORDER_REASONS,
     REGIME_TEXT,
     Group,
     case_key,
@@ -174,7 +175,7 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
                                            str(launch.get("config") or "")) if x) or DASH
         caveat = str(m.get("caveat") or "")
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
-            "not batch invariant" if caveat.startswith("not batch invariant") else caveat or DASH))
+            caveat.removesuffix(" (values checked)") if caveat.startswith(ORDER_REASONS) else caveat or DASH))
         if check == "ok" and m.get("check_notes"):  # e.g. batch invariance not checked: the peer refused rows 0:1
             check = "ok (" + "; ".join(map(str, m["check_notes"])) + ")"
         if is_suspect:  # caught by the bench's guards: never the best, never a speedup

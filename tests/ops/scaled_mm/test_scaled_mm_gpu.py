@@ -10,7 +10,7 @@ import torch
 import ridgeline
 from ridgeline.core.registry import get_spec, resolve
 from ridgeline.core.spec import Case
-from ridgeline.harness.correctness import only_batch_variance
+from ridgeline.harness.correctness import only_order_variance
 from ridgeline.ops.scaled_mm.launch import quantize_fp8_per_group, quantize_fp8_per_token, scaled_mm
 from ridgeline.ops.scaled_mm.spec import FP8, quantize_ref
 
@@ -39,7 +39,7 @@ def test_check_quantizers_bitwise(op):
 def test_peers_agree(peer, variant):
     case = Case((256, 4096, 4096), FP8, variant)
     results = ridgeline.check("scaled_mm", [peer], cases=[case], device="cuda")
-    assert all(r.passed or only_batch_variance(r.reasons) for r in results), [r.reasons for r in results]
+    assert all(r.passed or only_order_variance(r.reasons) for r in results), [r.reasons for r in results]
 
 
 @needs_cuda
@@ -88,8 +88,13 @@ def test_n_major_weight_of_more_than_2_31_elements():
     a = torch.randn(m, k, device="cuda").clamp(-8, 8).to(FP8)
     y = scaled_mm(a, b, torch.ones(m, 1, device="cuda"), torch.ones(n, device="cuda"), torch.float32)
     cols = torch.tensor([0, n // 2, n - 1], device="cuda")
-    ref = a.float() @ b[cols].float().T
-    torch.testing.assert_close(y[:, cols], ref, atol=1e-2, rtol=1e-4)
+    ref = a.double() @ b[cols].double().T
+    # The contract's bound, as above (at 1e-2 absolute the H200 missed by 0.0013 on a value ~10 in s17: Hopper's
+    # FP8 accumulation, not an offset bug, which would be off by whole products).
+    from ridgeline.ops.scaled_mm.spec import W_STD
+
+    tol = get_spec("scaled_mm").tolerance_for(Case((m, n, k), FP8), "y", torch.float32)
+    torch.testing.assert_close(y[:, cols].double(), ref, atol=tol.atol / W_STD, rtol=tol.rtol)
 
 
 @needs_cuda

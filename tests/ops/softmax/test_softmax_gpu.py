@@ -6,7 +6,7 @@ import torch
 from ridgeline.core import registry
 from ridgeline.core.spec import Case
 from ridgeline.harness.bench import PEER_NEAR_MISS
-from ridgeline.harness.correctness import check_case, only_batch_variance, value_near_miss
+from ridgeline.harness.correctness import check_case, only_order_variance, value_near_miss
 from ridgeline.ops.softmax.launch import softmax, softmax_backward
 from ridgeline.ops.softmax.rules import config_for
 from ridgeline.ops.softmax.spec import HUGE, HUGE_WIDE, TOLERANCES
@@ -100,7 +100,7 @@ def test_peers_agree_with_the_reference(op, peer):
         r = check_case(spec, impl, Case(shape, torch.bfloat16), "cuda")
         # torch eager's and Liger's softmax backward miss the bf16 bound by 2.4x / 6.1x on the H200 (s16: where
         # dy ~ sum(y * dy) cancels); the bench times such a near miss with a caveat, and so this test accepts it.
-        assert r.passed or only_batch_variance(r.reasons) or value_near_miss(
+        assert r.passed or only_order_variance(r.reasons) or value_near_miss(
             r.reasons, r.worst_value_ratio, PEER_NEAR_MISS), (shape, r.reasons, r.worst_value_ratio)
 
 
