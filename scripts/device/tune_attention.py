@@ -5,7 +5,7 @@ for each backward kernel (dK/dV and dQ, the other kernel at its rule's config), 
 last and writes every measurement to JSON. A config that fails to compile or run (out of shared memory, too many
 registers) is recorded with its error and skipped.
 
-  python3 scripts/device/tune_attention.py OUT.json [--budget-s 60]
+  python3 scripts/device/tune_attention.py OUT.json [--budget-s 60] [--head-dims 64 256]
 """
 
 from __future__ import annotations
@@ -51,10 +51,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--budget-s", type=float, default=60.0)
+    ap.add_argument("--head-dims", type=int, nargs="*", help="only the shapes of these head dims (default: all)")
     args = ap.parse_args()
     t_end = time.time() + args.budget_s
     records, best = [], []
     for b, s, hq, hkv, d, causal in SHAPES:
+        if args.head_dims and d not in args.head_dims:
+            continue
         q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)

@@ -1,4 +1,5 @@
-"""The dK/dV kernel compiles for sm_90 without register spills at every tile config the GPU launch rules pick.
+"""The dK/dV kernel compiles for sm_90 without register spills (or, where the H200 measured a spilling tile
+fastest, within the spills it was measured with) at every tile config the GPU launch rules pick.
 
 Spills in the backward's inner loop (local-memory stores and loads per query tile) cost time on Hopper, and a change
 to the kernel or to rules.py could bring them back silently: no CPU test runs the GPU tiles. The launches are
@@ -17,6 +18,11 @@ from ridgeline.profile.aot import compile_in_child, compile_launches, interprete
 from ridgeline.profile.launches import capture_call
 
 HEAD_DIMS = (64, 128, 256)
+# Spill bytes (stores and loads each) a rule may have because the H200 timed that tile fastest anyway: D=128's
+# 32 x 64 w4 s3 spills 412/416 B (full) and 492/496 B (causal) with Triton 3.7.1's ptxas and ran the whole backward
+# 1.61x / 2.0x faster than the spill-free 16 x 128 w8 s2 (docs/results/h200-tune-attention-s17.json). Every other
+# head dim: none.
+SPILL_ALLOWANCE = {128: 512}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +53,9 @@ def dkdv_facts(tmp_path_factory) -> dict[tuple[int, bool], dict]:
 def test_dkdv_kernel_does_not_spill_on_sm90(dkdv_facts, d, causal):
     f = dkdv_facts[(d, causal)]
     assert f["spill_stores_bytes"] is not None, "ptxas gave no spill report"
-    assert (f["spill_stores_bytes"], f["spill_loads_bytes"]) == (0, 0), (
+    allowed = SPILL_ALLOWANCE.get(d, 0)
+    assert max(f["spill_stores_bytes"], f["spill_loads_bytes"]) <= allowed, (
         f"dK/dV at D={d} causal={causal} spills {f['spill_stores_bytes']}/{f['spill_loads_bytes']} B on sm_90 "
-        f"({f['registers']} registers): see scripts/spills_sm90.py and rules.DKDV_RULES")
+        f"({f['registers']} registers; allowed {allowed}): see scripts/spills_sm90.py and rules.DKDV_RULES")
     assert f["registers"] <= 255
     assert f["shared_bytes"] <= 227 * 1024  # sm_90's opt-in shared memory per block

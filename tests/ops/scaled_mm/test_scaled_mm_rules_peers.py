@@ -14,7 +14,7 @@ from ridgeline.ops.scaled_mm.spec import FP8
 
 
 def test_rule_branches():
-    assert config_for(8192, 8192, 8192, "row", interpreted=False).describe() == "tile 256x128x128 g8 w8 s3 tma"
+    assert config_for(8192, 8192, 8192, "row", interpreted=False).describe() == "tile 256x128x128 g8 w8 s4 tma"
     assert config_for(8192, 8192, 8192, "block", interpreted=False).block_n == 128
     small = config_for(16, 4096, 4096, "row", interpreted=False)
     assert small.block_m == 64 and -(-4096 // small.block_n) >= 128  # the tiles cover the SMs

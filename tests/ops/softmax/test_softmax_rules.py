@@ -1,6 +1,8 @@
 """The softmax launch rules: layouts from the width, dtype and direction only; the grid and the groups of split
 rows from the row count (which changes no bit)."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -19,7 +21,8 @@ def test_every_gpu_rule_is_reached_and_the_limits_hold():
     names = {rules.rule_for(Case(n, 2, bwd)).name for n in (1, 100, 4096, 32768, 40000) for bwd in (False, True)}
     assert names == {r.name for r in LAYOUTS} - {"interpreter"}
     assert layout(32768).one_pass and not layout(32769).one_pass  # 64 KB of 16-bit columns forward
-    assert layout(16384, bwd=True).one_pass and not layout(16385, bwd=True).one_pass  # two rows backward
+    assert layout(32768, bwd=True).one_pass and not layout(32769, bwd=True).one_pass  # backward: 64 KB too (s17)
+    assert layout(32768, bwd=True).num_warps == 32 and layout(16384, bwd=True).num_warps == 16
     assert layout(16384, 4).one_pass and not layout(16385, 4).one_pass  # fp32: 64 KB too
 
 
@@ -37,12 +40,16 @@ def test_split_rows_cut_16_kb_chunks_whatever_the_rows():
 
 
 def test_split_groups_keep_a_group_within_the_budget_and_balanced():
-    cfg = layout(65536)
+    assert rules.SPLIT_GROUP_BYTES == 0 and split_plan(512, 65536, 2, layout(65536)) == (8, 512)  # the rule: one
+    cfg = dataclasses.replace(layout(65536), group_bytes=32 * 2**20)  # the groups the tuning driver still times
     assert split_plan(512, 65536, 2, cfg) == (8, 256)  # 64 MiB of input: two groups of 32 MiB
-    assert split_plan(256, 128256, 2, layout(128256)) == (16, 128)  # 62.6 MiB: two groups
-    assert split_plan(128, 151936, 2, layout(151936)) == (19, 64)  # 37.1 MiB: two groups of 64 rows, not 110 + 18
-    assert split_plan(64, 262144, 2, layout(262144)) == (32, 64)  # 32 MiB: one group
-    assert split_plan(256, 128256, 2, layout(128256, bwd=True), bwd=True) == (16, 64)  # y and dy: 125 MiB, four
+    def grouped(n, bwd=False):
+        return dataclasses.replace(layout(n, bwd=bwd), group_bytes=32 * 2**20)
+
+    assert split_plan(256, 128256, 2, grouped(128256)) == (16, 128)  # 62.6 MiB: two groups
+    assert split_plan(128, 151936, 2, grouped(151936)) == (19, 64)  # 37.1 MiB: two groups of 64 rows, not 110 + 18
+    assert split_plan(64, 262144, 2, grouped(262144)) == (32, 64)  # 32 MiB: one group
+    assert split_plan(256, 128256, 2, grouped(128256, bwd=True), bwd=True) == (16, 64)  # y and dy: 125 MiB, four
     assert split_plan(3, 65536, 2, cfg) == (8, 3)
     one_group = LaunchConfig(False, 8192, 8)
     assert split_plan(10**6, 65536, 2, one_group) == (8, 10**6)
@@ -59,8 +66,9 @@ def test_grid_follows_rows(monkeypatch):
     assert grid_for(5000, 4096, 2, one, dev) == 5000
     assert grid_for(0, 4096, 2, one, dev) == 0
     assert grid_for(100, 100, 2, LaunchConfig(True, 128, 4, rows=16), dev) == 7
-    assert grid_for(512, 65536, 2, layout(65536), dev) == 256 * 8  # programs of one group: (row, chunk) each
-    assert grid_for(64, 262144, 2, layout(262144), dev, bwd=True) == 32 * 32  # 64 MiB of y + dy: two groups
+    assert grid_for(512, 65536, 2, layout(65536), dev) == 512 * 8  # one group (the rule): (row, chunk) each
+    grouped = dataclasses.replace(layout(262144), group_bytes=32 * MiB)
+    assert grid_for(64, 262144, 2, grouped, dev, bwd=True) == 32 * 32  # 64 MiB of y + dy: two groups
     assert grid_for(1, 128256, 2, layout(128256), dev) == 16  # one row still spreads over 16 programs
     assert grid_for(0, 128256, 2, layout(128256), dev) == 0
 
@@ -69,7 +77,7 @@ def test_config_is_checked_cached_and_describes_itself():
     a = rules.config_for(128256, 2)
     assert a is rules.config_for(128256, 2)
     assert "split" in a.describe() or "1-pass" in a.describe()
-    assert layout(128256).describe() == "split CHUNK=8192 warps=8 groups<=32MiB reverse"
+    assert layout(128256).describe() == "split CHUNK=8192 warps=8 one group reverse"
     for bad, message in ((dict(block=3000), "power of two"), (dict(piece_b=512), "one-pass layout"),
                          (dict(rows=2), "one-pass layout")):
         with pytest.raises(ValueError, match=message):

@@ -7,7 +7,8 @@ may follow M (GRID tables). The backward's programs per SM do change dweight/dbi
 the programs' partials), which are deterministic for a given M but, being sums over the batch, never batch invariant.
 
 Where a rule is a guess, its `why` says so: scripts/device/tune_layernorm.py times the candidates
-(`fwd_candidates`, `bwd_candidates`) on the H200 and prints the best per shape, to settle them.
+(`fwd_candidates`, `bwd_candidates`) on the H200 and prints the best per shape. The measured rules come from its
+run over the bench sweep's shapes (docs/results/h200-tune-layernorm-s17.json, bf16, 768 to 8192 columns).
 """
 
 from __future__ import annotations
@@ -125,9 +126,9 @@ def _warps(n: int, itemsize: int, per_thread: int) -> int:
 
 
 def _registers_fwd(cfg: None, case: Case) -> FwdConfig:
-    warps = _warps(case.n, case.itemsize, 16)
+    warps = _warps(case.n, case.itemsize, 32)
     a, b = row_pieces(case.n, 32 * warps)
-    return FwdConfig(a, b, 1, warps)
+    return FwdConfig(a, b, 2 if case.n <= 1024 else 1, warps)
 
 
 def _registers_bwd(cfg: None, case: Case) -> BwdConfig:
@@ -153,8 +154,10 @@ FWD_LAYOUTS: tuple[Rule, ...] = (
          lambda cfg, c: FwdConfig(*row_pieces(c.n, 32), rows=4, num_warps=1),
          "a warp per 4 rows of up to 256 columns (one row would leave most lanes of a warp on a few columns); guess"),
     Rule("registers", lambda c: True, _registers_fwd,
-         "the row in registers, ~16 columns a thread (32 off 16-byte rows), pieces where a block idles >25% lanes, "
-         "as the rmsnorm kernel measured best on the H200 (ops/rmsnorm/rules.py)"),
+         "the row in registers, ~32 columns a thread (64 off 16-byte rows), pieces where a block idles >25% lanes, "
+         "two rows a tile up to 1024 columns; measured (H200, s17): the best of 5-15 candidates at all six tuned "
+         "widths, 1.24x the old 16-a-thread one-row rule at 768 columns, 1.15x at 5120, 1.07x at 8192, level at "
+         "4096 and 4100"),
 )
 FWD_GRID: tuple[Rule, ...] = (
     Rule("interpreter: persistent loop", lambda c: c.interpreted, {"loop": True, "programs_per_sm": 1},
@@ -176,9 +179,17 @@ BWD_LAYOUTS: tuple[Rule, ...] = (
 BWD_GRID: tuple[Rule, ...] = (
     Rule("interpreter: 4 programs", lambda c: c.interpreted, {"programs_per_sm": 1},
          "the interpreter counts 4 SMs (lib.launch.multiprocessor_count): 4 program instances"),
+    Rule("narrow rows: 4 programs per SM", lambda c: c.n <= 1024, {"programs_per_sm": 4},
+         "short rows leave a 1-warp program latency-bound: measured (H200, s17) 1.18x over 2 per SM at 768 columns"),
+    Rule("8192 columns: 1 program per SM", lambda c: 8192 <= c.n <= MAX_BWD_COLUMNS, {"programs_per_sm": 1},
+         "16 warps a program already fill an SM: measured 1.10x over 2 per SM at 8192 columns"),
+    Rule("pipelined second piece", lambda c: row_pieces(c.n, 32 * _warps(c.n, c.itemsize, 16))[1] >= 1024,
+         {"programs_per_sm": 2, "stages": 2},
+         "a row of two pieces with a large second one (5120 = 4096 + 1024): 2 stages measured 1.12x (52.5 vs "
+         "58.8 us); they cost 5-7% at 4096 and 4100 columns, so only here"),
     Rule("2 programs per SM", lambda c: True, {"programs_per_sm": 2},
          "two resident programs hide one's reduction behind the other's loads; the partials buffer (8 bytes per "
-         "column per program) stays a few % of the traffic; a guess the tuning driver settles (1/2/4, stages)"),
+         "column per program) stays a few % of the traffic; measured best (of 1/2/4, stages 0/2) at 4096 and 4100"),
 )
 BWD_REDUCE: tuple[Rule, ...] = (
     Rule("about one program per SM", lambda c: True, _reduce_columns,

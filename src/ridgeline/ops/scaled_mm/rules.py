@@ -99,10 +99,12 @@ class Rule:
 
 
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
-    """Narrow the N tile (down to 32, or 64 for 128-row tiles) until the tiles cover the SMs: at small M every SM
-    must stream its share of the weight."""
+    """Narrow the N tile (down to 32, or 64 for 128-row tiles) while the tiles cover fewer than half the SMs: at
+    small M every SM must stream its share of the weight. (Half, not all: at M = 64, N = 8192 the H200 ran 128
+    tiles of 64x64 1.49x faster than 256 tiles of 64x32, h200-tune-scaled_mm-s17.json; narrower tiles re-read
+    the activations and issue smaller wgmmas.)"""
     bn, floor = cfg.block_n, 32 if cfg.block_m <= 64 else 64
-    while bn > floor and -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
+    while bn > floor and 2 * -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
         bn //= 2
     return replace(cfg, block_n=bn)
 
@@ -118,18 +120,28 @@ GEMM_RULES: tuple[Rule, ...] = (
     # (sm_90 compile check: 128x128 over 8 warps on this path spilled 2.7 KB a thread at K = 4100; 64x128 fits.)
     Rule(TileConfig(64, 128, 64, 8, 4, 3, use_tma=False), "pointer loads (odd K, N-major b, unaligned rows): "
          "small tiles keep the masked, narrow loads in registers", tma=False, adjust=fill_the_gpu),
+    # Block scales (measured, H200, s17): the deferred rescale (each step's partial scaled one step later, the
+    # same bits) won at every tuned shape, 1.01-1.37x; 64-row tiles over 4 warps up to M = 256.
+    Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, decode: 64x128 deferred, 4 stages "
+         "(1.09x the old rule at M = 16, 1.53x at M = 64 with the wider N tiles)", max_m=64, modes=("block",),
+         adjust=fill_the_gpu),
+    Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
+         "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
+         adjust=fill_the_gpu),
+    Rule(TileConfig(128, 128, 128, 8, 8, 3, defer_scale=True), "block scales, large M: 128x128 keeps partial + "
+         "accumulator in registers; deferred, 3 stages (4 spill 44 B): 1.01-1.02x the old rule", modes=("block",),
+         adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "decode: weight-bound; one 64-row wgmma tile, deep pipeline",
          max_m=64, adjust=fill_the_gpu),
-    Rule(TileConfig(128, 128, 128, 8, 8, 4), "block scales, M > 64: 128x128 keeps partial + accumulator in "
-         "registers", modes=("block",), adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
     # compiles to 255 registers and spills 208/212 B in the main loop at sm_90, and the H200 sweep lost 25-30%
     # against the fast-accumulation run it was tuned on (h200-bench-scaled_mm-row-sweep.json, s16). 256x128 over 8
     # warps (two warpgroups of 128x128) compiles to 252 registers, no spills; with fast accumulation it had timed
-    # within 2-5% of 128x256 (h200-tune-scaled_mm.json). From the compile facts, not yet timed with promotion.
-    Rule(TileConfig(256, 128, 128, 8, 8, 3), "large M: 256x128 tiles (compute-bound), 3 stages fit 144 KB, "
+    # within 2-5% of 128x256. Timed with promotion (h200-tune-scaled_mm-s17.json): 256x128 the best tile from M =
+    # 1024, 4 stages 1.02-1.03x over 3; 128x256 3-4% behind.
+    Rule(TileConfig(256, 128, 128, 8, 8, 4), "large M: 256x128 tiles (compute-bound), 4 stages (192 KB), "
          "spill-free with the promoted accumulator (128x256 spills)"),
 )
 

@@ -17,10 +17,11 @@ Where the numbers come from: the RMSNorm rules measured on the same H200 (ops/rm
 program's registers without spills, power-of-two pieces for rows that would leave over a quarter of a
 power-of-two block idle (4100). The softmax backward holds two rows (y and dy), so its one-pass limit is half;
 the H200 sweep measured one pass at 0.87-0.96 of speed of light up to those limits (32768 16-bit columns
-forward, 16384 backward). Guesses the tuning driver (scripts/device/tune_softmax.py) settles: the split chunk
-(`SPLIT_CHUNK_BYTES`: 16 KB) and its warps (`SPLIT_WARPS`: 8), the group budget (`SPLIT_GROUP_BYTES`: 32 MiB of
-input per launch pair) against one group, kernel 2's reverse walk, one pass against split rows at the one-pass
-limit, the warps of the widest one-pass rows, and the rows packed per program below 1024 columns.
+forward, 16384 backward), and the tuning driver (scripts/device/tune_softmax.py, s17) then measured the backward's
+one pass at 32768 columns on 32 warps 1.61x faster than split rows, so both directions now hold 64 KB a row.
+Measured there too: one group of rows (no L2 groups) 1.05-1.20x faster, the 16 KB chunk on 8 warps within 3% of
+the best chunk at every split shape, the reverse walk level with the forward one. Still guesses: the rows packed
+per program below 1024 columns.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ from ridgeline.lib.launch import interpreter_enabled
 # Widest row (bytes of one tensor's row in its storage dtype) held in registers by one program: forward one
 # tensor, backward two (y and dy). 64 KB = 32768 16-bit columns over 16 warps (RMSNorm: 114-126 registers, no
 # spills on sm_90). Wider rows are split across programs.
-MAX_ONE_PASS_BYTES = {False: 65536, True: 32768}
+# The backward's limit was half (two rows held); measured (H200, s17, h200-tune-softmax-s17.json) one pass at 32768
+# 16-bit columns on 32 warps ran the backward 1.61x faster than split rows (61.8 vs 99.3 us at 1024 rows).
+MAX_ONE_PASS_BYTES = {False: 65536, True: 65536}
+# Backward rows over 32 KB a tensor take 32 warps (64 registers of y and dy a thread instead of 128).
+BWD_WIDE_ONE_PASS_BYTES = 32768
 # Split rows: chunk bytes per tensor (8192 16-bit columns, 4096 fp32) over 8 warps: 64 bytes a thread, four
 # 16-byte loads, ~4 programs resident per SM. Guesses: the tuning driver times 4096-16384 columns and 4-16 warps.
 SPLIT_CHUNK_BYTES = 16384
@@ -44,7 +49,9 @@ SPLIT_WARPS = 8
 # Split rows: the rows are launched in groups (kernel 1 then kernel 2 per group) of at most this many input bytes,
 # so kernel 2 re-reads its group from L2 (60 MiB on the H200; a hot copy is still ~5.8 TB/s at 16 MiB and ~4.0 at
 # 24: FACTS.md). Guess: the driver times 16, 32, 48 MiB and no groups. Changes no bit (a row's chunks do not move).
-SPLIT_GROUP_BYTES = 32 * 2**20
+# Measured (s17): one group (0) ran 1.05-1.20x faster than 32 MiB groups at 65536-262144 columns forward and
+# backward (the extra launch pairs cost more than the L2 re-reads they save), so the rows go in one launch pair.
+SPLIT_GROUP_BYTES = 0
 # Kernel 2 combines a row's chunk statistics as one block of at least this many slots (fewer compiled variants;
 # the padding adds exact zeros).
 MIN_S_BLOCK = 16
@@ -136,6 +143,8 @@ def _packed(case: Case) -> LaunchConfig:
 
 def _one_pass(case: Case) -> LaunchConfig:
     warps = _warps_for(case.block, case.aligned)
+    if case.bwd and case.block * case.itemsize > BWD_WIDE_ONE_PASS_BYTES:
+        warps = 32
     first, second = _pieces(case, warps)
     return LaunchConfig(True, first, warps, piece_b=second)
 
