@@ -61,6 +61,16 @@ def test_throttled():
     hit = rules.rule_throttled(m(throttled=True, sm_clock_mhz=1755), RECORD)
     assert hit and "1755 MHz" in hit[0].detail
     assert rules.rule_throttled(m(throttled=False), RECORD) == []
+    named = rules.rule_throttled(m(throttled=True, sm_clock_mhz=1665, throttle_reasons=["sw-power-cap"]), RECORD)
+    assert named[0].detail == "SM clock 1665 MHz (sw-power-cap)"
+
+
+def test_throttle_reasons_are_named_from_nvml_bits():
+    from ridgeline.records.env import THROTTLE_MASK, throttle_names
+
+    assert throttle_names(0x4 | 0x40) == ["sw-power-cap", "hw-thermal"]
+    assert throttle_names(0x1 | 0x2) == [] and not (0x1 | 0x2) & THROTTLE_MASK  # idle, app settings: not held
+    assert len(throttle_names(THROTTLE_MASK)) == 5
 
 
 def test_loses_to_peer_only_for_ours():

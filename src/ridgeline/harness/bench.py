@@ -25,7 +25,7 @@ from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
 from ridgeline.harness.correctness import ORDER_VARIANCE, check_case, only_order_variance, order_caveat, value_near_miss
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
-from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state
+from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state, throttle_names
 from ridgeline.records.record import RunRecord, load_record, measurement_key
 
 # The host clock, bound when ridgeline loads: an implementation that replaces time.perf_counter cannot
@@ -293,6 +293,8 @@ def run_bench(
                     nv = nvml_state(device.index if device.index is not None else torch.cuda.current_device())
                     m["sm_clock_mhz"] = nv.get("sm_clock_mhz")
                     m["throttled"] = bool(nv.get("throttle_reasons", 0) & THROTTLE_MASK) if nv else None
+                    if m["throttled"]:
+                        m["throttle_reasons"] = throttle_names(nv["throttle_reasons"])
                     torch.cuda.empty_cache()
                 launch = spec.launch_info(case, device) if impl.source == "ours" else None
                 if launch:

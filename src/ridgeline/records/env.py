@@ -80,6 +80,13 @@ def nvml_state(index: int = 0) -> dict[str, Any]:
 # Throttle reasons that mean the clock was held down (NVML's clocksThrottleReasons bits): software power cap,
 # hardware slowdown, software thermal, hardware thermal, hardware power brake. Idle and app settings are not.
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+_THROTTLE_NAMES = {0x4: "sw-power-cap", 0x8: "hw-slowdown", 0x20: "sw-thermal", 0x40: "hw-thermal",
+                   0x80: "hw-power-brake"}
+
+
+def throttle_names(bits: int) -> list[str]:
+    """The clock-holding reasons set in NVML's throttle bits, by name (a record says which, not only that)."""
+    return [name for bit, name in _THROTTLE_NAMES.items() if bits & bit]
 
 
 def command_line(argv: list[str]) -> str:

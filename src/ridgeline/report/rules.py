@@ -192,6 +192,8 @@ def rule_throttled(m: dict[str, Any], record: dict[str, Any]) -> list[Note]:
         return []
     clk = num(m.get("sm_clock_mhz"))
     detail = f"SM clock {clk:.0f} MHz" if clk else "clocks dropped during timing"
+    if isinstance(m.get("throttle_reasons"), list) and m["throttle_reasons"]:
+        detail += " (" + ", ".join(map(str, m["throttle_reasons"])) + ")"
     return [Note("throttled", "warn", "clocks throttled", "the GPU lowered its clocks (power or heat) while "
                  "this case ran; its times are pessimistic", _where(m), m.get("impl", "?"), detail)]
 
