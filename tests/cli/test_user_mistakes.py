@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -164,6 +165,21 @@ def test_recorded_command_has_no_machine_path():
     assert command_line(["/home/u/.venv/bin/ridgeline", "bench", "rmsnorm", "--shapes", "1x8"]) == \
         "ridgeline bench rmsnorm --shapes 1x8"
     assert command_line(["/x/ridgeline/__main__.py", "ops"]) == "python -m ridgeline ops"
+    # The device plans' shim runs `python -c "from ridgeline.cli import main; main()"`: argv[0] is "-c".
+    assert command_line(["-c", "bench", "softmax", "--shapes", "sweep"]) == "ridgeline bench softmax --shapes sweep"
+
+
+def test_a_report_of_an_old_record_reproduces_with_a_retypeable_command(tmp_path):
+    from ridgeline.records.record import load_record
+    from ridgeline.report.build import write_report
+    from ridgeline.report.data import retypeable
+
+    assert retypeable("-c bench scaled_mm --variant row") == "ridgeline bench scaled_mm --variant row"
+    assert retypeable("ridgeline ops") == "ridgeline ops" and retypeable(None) == ""
+    results = Path(__file__).resolve().parents[2] / "docs" / "results"
+    write_report(load_record(results / "h200-bench-scaled_mm-row-sweep.json"), tmp_path, fmt="md")
+    md = (tmp_path / "report.md").read_text()
+    assert "```sh\nridgeline bench scaled_mm" in md and "\n-c bench" not in md
 
 
 def test_vram_tables_are_not_cut_in_a_pipe():

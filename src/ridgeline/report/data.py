@@ -289,3 +289,10 @@ def join_limited(items: Iterable[str], limit: int = 8) -> str:
     if len(items) <= limit:
         return ", ".join(items)
     return ", ".join(items[:limit]) + f", … ({len(items) - limit} more)"
+
+
+def retypeable(command: object) -> str:
+    """A recorded command as a user retypes it; records written before command_line knew the `-c` launcher say
+    "-c bench ..." (s17's H200 records): that is `ridgeline bench ...`."""
+    text = str(command or "")
+    return "ridgeline " + text[3:] if text.startswith("-c ") else text

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from ridgeline.report import tables as T
-from ridgeline.report.data import DASH, items, join_limited, regimes
+from ridgeline.report.data import DASH, items, join_limited, regimes, retypeable
 from ridgeline.report.markdown import SEVERITY_WORD, title
 from ridgeline.report.plots import Plot, render
 from ridgeline.report.rules import evaluate, grouped
@@ -92,7 +92,7 @@ def render_html(record: dict[str, Any], plots: Sequence[Plot] = ()) -> str:
         body.append('<p class="banner"><b>Incomplete run</b>: interrupted or still running; the tables show '
                     "what was recorded.</p>")
     body.append("<h2>Reproduce</h2>")
-    body.append(f"<pre>{escape(str(record.get('command') or DASH))}</pre>")
+    body.append(f"<pre>{escape(retypeable(record.get('command')) or DASH)}</pre>")
     body.append("<h2>Findings</h2>" + findings_html(record))
     body.append("<h2>Setup</h2>")
     body.append(table_html(T.environment_table(record)))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ridgeline.report import tables as T
-from ridgeline.report.data import DASH, dig, items, join_limited, regimes
+from ridgeline.report.data import DASH, dig, items, join_limited, regimes, retypeable
 from ridgeline.report.rules import evaluate, grouped
 
 SEVERITY_WORD = {"bad": "problem", "warn": "warning", "info": "note", "good": "good"}
@@ -83,7 +83,7 @@ def render_markdown(record: dict[str, Any], plots: Sequence[tuple[str, str]] = (
     parts = [f"## {title(record)}\n"]
     if not record.get("complete"):
         parts.append("> **Incomplete run**: interrupted or still running; the tables show what was recorded.\n")
-    parts.append("### Reproduce\n\n```sh\n" + str(record.get("command") or DASH) + "\n```\n")
+    parts.append("### Reproduce\n\n```sh\n" + (retypeable(record.get("command")) or DASH) + "\n```\n")
     parts.append("### Findings\n\n" + findings_md(record))
     parts.append(table_md(T.environment_table(record)))
     parts.append(table_md(T.regime_table(record)))
