@@ -183,7 +183,9 @@ BWD_GRID: tuple[Rule, ...] = (
          "short rows leave a 1-warp program latency-bound: measured (H200, s17) 1.18x over 2 per SM at 768 columns"),
     Rule("8192 columns: 1 program per SM", lambda c: 8192 <= c.n <= MAX_BWD_COLUMNS, {"programs_per_sm": 1},
          "16 warps a program already fill an SM: measured 1.10x over 2 per SM at 8192 columns"),
-    Rule("pipelined second piece", lambda c: row_pieces(c.n, 32 * _warps(c.n, c.itemsize, 16))[1] >= 1024,
+    # (Registers rows only: a chunked row has no pieces, and its kernel takes no STAGES.)
+    Rule("pipelined second piece",
+         lambda c: c.n <= MAX_BWD_COLUMNS and row_pieces(c.n, 32 * _warps(c.n, c.itemsize, 16))[1] >= 1024,
          {"programs_per_sm": 2, "stages": 2},
          "a row of two pieces with a large second one (5120 = 4096 + 1024): 2 stages measured 1.12x (52.5 vs "
          "58.8 us); they cost 5-7% at 4096 and 4100 columns, so only here"),
