@@ -174,7 +174,9 @@ BWD_LAYOUTS: tuple[Rule, ...] = (
          lambda cfg, c: BwdConfig(0, wide=True, chunk=WIDE_CHUNK, num_warps=8),
          "over 8192 columns x, dy, w and two partial sums no longer fit a thread's registers; guess"),
     Rule("registers", lambda c: True, _registers_bwd,
-         "the row in registers, ~16 columns a thread, the forward's pieces; warps a guess for the tuning driver"),
+         "the row in registers, ~16 columns a thread (half the forward's: five float32 a column), pieces by the "
+         "forward's rule (row_pieces) over these warps, so 4100 is 4096 + 128 here, 4096 + 64 forward; warps a "
+         "guess for the tuning driver"),
 )
 BWD_GRID: tuple[Rule, ...] = (
     Rule("interpreter: 4 programs", lambda c: c.interpreted, {"programs_per_sm": 1},
