@@ -87,7 +87,8 @@ def order_caveat(reasons: list[str]) -> str:
 
 def value_near_miss(reasons: list[str], worst_value_ratio: float, limit: float) -> bool:
     """True when every failure is a value just past its tolerance (at most `limit` times it: right op, less
-    precise arithmetic) or batch variance, and nothing else (no wrong shape, dtype, NaN, crash or corruption)."""
+    precise arithmetic) or order variance (ORDER_VARIANCE), and nothing else (no wrong shape, dtype, NaN, crash or
+    corruption)."""
     values = [r for r in reasons if not str(r).startswith(ORDER_VARIANCE)]
     return bool(values) and 0.0 < worst_value_ratio <= limit and all(
         _VALUE_MISS.match(str(r)) for r in values)
