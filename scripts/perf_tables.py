@@ -61,7 +61,9 @@ def tables(path: str) -> str:
                     f"{sum(s >= 1 for s in good)}/{len(good)} shapes at least as fast)", ""]
             if any(m.get("caveat") for m in d["measurements"]
                    if (m["regime"], m.get("variant") or "") == (regime, variant)):
-                out += ["† right values, not batch invariant: timed, and counted as a peer.", ""]
+                out += ["† timed with a caveat, and counted as a peer: right values in another summation order "
+                        "(not batch invariant or not deterministic), or values just past the tolerance (the "
+                        "record's `caveat` says which).", ""]
     return "\n".join(out)
 
 

@@ -167,6 +167,8 @@ def test_recorded_command_has_no_machine_path():
     assert command_line(["/x/ridgeline/__main__.py", "ops"]) == "python -m ridgeline ops"
     # The device plans' shim runs `python -c "from ridgeline.cli import main; main()"`: argv[0] is "-c".
     assert command_line(["-c", "bench", "softmax", "--shapes", "sweep"]) == "ridgeline bench softmax --shapes sweep"
+    # ridgeline.bench(...) from `python -c "..."`: sys.argv is ["-c"]; a bare `ridgeline` would reproduce nothing.
+    assert command_line(["-c"]) == "-c"
 
 
 def test_a_report_of_an_old_record_reproduces_with_a_retypeable_command(tmp_path):

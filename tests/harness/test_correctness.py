@@ -77,6 +77,38 @@ def test_a_second_call_or_a_row_subset_that_differs_is_held_to_the_reference_too
     assert not r.passed and only_order_variance(r.reasons), r.reasons
 
 
+def test_a_row_subset_in_another_order_does_not_hide_a_wrong_one():
+    """The first subset that differs bitwise (but is right) must not end the batch check: a later batch size that
+    is garbage is a value error, not order variance."""
+    from ridgeline.harness.correctness import only_order_variance
+
+    def three_rows_wrong(x, w, eps):
+        y = good(x, w, eps)
+        if x.shape[0] == 1:
+            return y * (1 + 2.0 ** -22)  # another order for one row: right values, other bits
+        return torch.zeros_like(y) if x.shape[0] == 3 else y  # CASE's middle subset: rows 4:7
+
+    r = check_case(SPEC, impl(three_rows_wrong), CASE, DEVICE)
+    assert not only_order_variance(r.reasons) and any(s.startswith("rows 4:7 alone:") for s in r.reasons), r.reasons
+    assert sum(s.startswith("not batch invariant") for s in r.reasons) == 1, r.reasons
+
+
+def test_a_second_call_that_returns_fewer_outputs_fails():
+    class PassThrough(type(SPEC)):  # a user contract's call() that returns what the function returned
+        def call(self, fn, inputs):
+            out = fn(inputs["x"], inputs["weight"], inputs["eps"])
+            return tuple(out) if isinstance(out, tuple) else (out,)
+
+    calls = []
+
+    def drops_its_output(x, w, eps):  # (zip() of the two calls' outputs would compare nothing)
+        calls.append(1)
+        return good(x, w, eps) if len(calls) != 2 else ()
+
+    r = check_case(PassThrough(), impl(drops_its_output), CASE, DEVICE)
+    assert not r.passed and any("second run: returned 0 outputs" in s for s in r.reasons), r.reasons
+
+
 def test_a_cached_result_fails_on_fresh_inputs():
     cache = {}
 

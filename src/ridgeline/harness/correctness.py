@@ -87,7 +87,8 @@ def order_caveat(reasons: list[str]) -> str:
 
 def value_near_miss(reasons: list[str], worst_value_ratio: float, limit: float) -> bool:
     """True when every failure is a value just past its tolerance (at most `limit` times it: right op, less
-    precise arithmetic) or batch variance, and nothing else (no wrong shape, dtype, NaN, crash or corruption)."""
+    precise arithmetic) or order variance (ORDER_VARIANCE), and nothing else (no wrong shape, dtype, NaN, crash or
+    corruption)."""
     values = [r for r in reasons if not str(r).startswith(ORDER_VARIANCE)]
     return bool(values) and 0.0 < worst_value_ratio <= limit and all(
         _VALUE_MISS.match(str(r)) for r in values)
@@ -342,13 +343,14 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
     outs = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in outs)
     _poison_allocator(device, out_bytes)
     again = _run(spec, impl, pristine if impl.mutates else inputs)
-    if any(not same_output(a, b) for a, b in zip(outs, again)):
+    if len(again) != len(outs) or any(not same_output(a, b) for a, b in zip(outs, again)):
         result.reasons.append(f"{NOT_DETERMINISTIC}: two calls on the same inputs differ bitwise")
         # A second answer that differs is held to the reference too: otherwise a racing or half-finished call
         # would pass as mere nondeterminism.
         _check_values(spec, case, pristine, again, result, "second run")
 
     if rows > 1:
+        varies = False
         for sl in (slice(0, 1), slice(rows // 2, min(rows, rows // 2 + 3)), slice(rows - 1, rows)):
             subset = spec.batch_subset(pristine, sl)  # (a contract's own failure here stays a harness error)
             try:
@@ -364,10 +366,13 @@ def _check_case(spec: OpSpec, impl: Impl, case: Case, device, seed: int, result:
                 result.notes.append(f"batch invariance not checked: rows {sl.start}:{sl.stop} alone raised "
                                     f"{type(cause).__name__}: {text}")
                 break
-            if any(not same_output(s, o[sl]) for s, o in zip(sub, outs)):
-                result.reasons.append(f"{NOT_BATCH_INVARIANT}: rows {sl.start}:{sl.stop} alone differ bitwise")
+            if len(sub) != len(outs) or any(not same_output(s, o[sl]) for s, o in zip(sub, outs)):
+                if not varies:  # said once; every subset that differs is still held to the reference (below)
+                    result.reasons.append(f"{NOT_BATCH_INVARIANT}: rows {sl.start}:{sl.stop} alone differ bitwise")
+                varies = True
+                # No break: a batch size that differs in its bits but is right must not hide a later one that
+                # is wrong (garbage for 3 rows behind another summation order for 1).
                 _check_values(spec, case, subset, sub, result, f"rows {sl.start}:{sl.stop} alone")
-                break
 
     # Fresh data: an implementation that caches results or only works on the first inputs fails here.
     # (Drop the first set first: a case of more than 2^31 elements must fit twice, not four times.)

@@ -91,9 +91,10 @@ def throttle_names(bits: int) -> list[str]:
 
 def command_line(argv: list[str]) -> str:
     """The command as a user retypes it: the entry point by its name, not this machine's path to it. A CLI started
-    by `python -c "from ridgeline.cli import main; main()"` (the device plans' shim) has argv[0] == "-c"."""
+    by `python -c "from ridgeline.cli import main; main()"` (the device plans' shim) has argv[0] == "-c"; a bare
+    ["-c"] is the Python API called from `python -c "..."`, whose code argv does not hold: not `ridgeline`."""
     argv = list(argv)
-    if argv and argv[0] == "-c":
+    if len(argv) > 1 and argv[0] == "-c":
         argv[0] = "ridgeline"
     if argv and Path(argv[0]).name in ("ridgeline", "__main__.py"):
         argv[0] = "ridgeline" if Path(argv[0]).name == "ridgeline" else "python -m ridgeline"

@@ -37,6 +37,24 @@ def test_every_rule_says_why_and_the_last_matches_all():
         assert table[-1].when(Case(12345, 2))
 
 
+def test_backward_grid_rules_on_the_gpu():
+    """Each measured grid rule where its `why` says, and nowhere else: 2 stages only on a registers row whose
+    second piece is >= 1024 columns (a chunked row has no pieces; its kernel takes no stages)."""
+    def grid(n, itemsize=2):
+        case = Case(n, itemsize)
+        layout = rules.first(rules.BWD_LAYOUTS, case).apply(None, case)
+        rule = rules.first(rules.BWD_GRID, case)
+        return rule.name, rule.apply(layout, case)
+
+    assert grid(768)[0] == "narrow rows: 4 programs per SM" and grid(768)[1].programs_per_sm == 4
+    assert grid(8192)[0] == "8192 columns: 1 program per SM" and grid(8192)[1].programs_per_sm == 1
+    name, cfg = grid(5120)
+    assert name == "pipelined second piece" and (cfg.block_b, cfg.stages, cfg.programs_per_sm) == (1024, 2, 2)
+    for n in (4096, 4100, 1025, 8193, 10240, 20480, 100000):
+        name, cfg = grid(n)
+        assert name == "2 programs per SM" and cfg.stages == 0 and cfg.programs_per_sm == 2, (n, name, cfg)
+
+
 def test_reduce_columns_spread_over_the_sms():
     cfg = rules._reduce_columns(rules.BwdConfig(4096), Case(4096, 2, sms=132))
     assert cfg.reduce_block_c == 32

@@ -35,6 +35,17 @@ def test_block_rules_keep_k_steps_in_one_scale_group():
         assert all(128 % c.block_k == 0 and c.block_n <= 128 for c in candidate_configs("block", m))
 
 
+def test_the_k_loop_order_does_not_follow_m():
+    """Batch invariance (the module docstring): a row's K loop is summed in BLOCK_K steps, so for one layout and
+    mode every M must get the same BLOCK_K (the tile, stages and deferred rescale may change; none moves a bit)."""
+    for mode in ("tensor", "row", "block"):
+        for tma, aligned in ((True, True), (False, True), (True, False), (False, False)):
+            for n, k in ((4096, 4096), (8192, 8192), (1024, 14336)):
+                steps = {config_for(m, n, k, mode, interpreted=False, tma=tma, aligned=aligned).block_k
+                         for m in (1, 16, 64, 65, 128, 256, 257, 1024, 8192)}
+                assert len(steps) == 1, (mode, tma, aligned, n, k, steps)
+
+
 def test_candidates_fit_shared_memory():
     for mode in ("tensor", "row", "block"):
         for m in (1, 128, 4096):

@@ -174,7 +174,9 @@ BWD_LAYOUTS: tuple[Rule, ...] = (
          lambda cfg, c: BwdConfig(0, wide=True, chunk=WIDE_CHUNK, num_warps=8),
          "over 8192 columns x, dy, w and two partial sums no longer fit a thread's registers; guess"),
     Rule("registers", lambda c: True, _registers_bwd,
-         "the row in registers, ~16 columns a thread, the forward's pieces; warps a guess for the tuning driver"),
+         "the row in registers, ~16 columns a thread (half the forward's: five float32 a column), pieces by the "
+         "forward's rule (row_pieces) over these warps, so 4100 is 4096 + 128 here, 4096 + 64 forward; warps a "
+         "guess for the tuning driver"),
 )
 BWD_GRID: tuple[Rule, ...] = (
     Rule("interpreter: 4 programs", lambda c: c.interpreted, {"programs_per_sm": 1},
@@ -183,7 +185,9 @@ BWD_GRID: tuple[Rule, ...] = (
          "short rows leave a 1-warp program latency-bound: measured (H200, s17) 1.18x over 2 per SM at 768 columns"),
     Rule("8192 columns: 1 program per SM", lambda c: 8192 <= c.n <= MAX_BWD_COLUMNS, {"programs_per_sm": 1},
          "16 warps a program already fill an SM: measured 1.10x over 2 per SM at 8192 columns"),
-    Rule("pipelined second piece", lambda c: row_pieces(c.n, 32 * _warps(c.n, c.itemsize, 16))[1] >= 1024,
+    # (Registers rows only: a chunked row has no pieces, and its kernel takes no STAGES.)
+    Rule("pipelined second piece",
+         lambda c: c.n <= MAX_BWD_COLUMNS and row_pieces(c.n, 32 * _warps(c.n, c.itemsize, 16))[1] >= 1024,
          {"programs_per_sm": 2, "stages": 2},
          "a row of two pieces with a large second one (5120 = 4096 + 1024): 2 stages measured 1.12x (52.5 vs "
          "58.8 us); they cost 5-7% at 4096 and 4100 columns, so only here"),
