@@ -200,7 +200,8 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
     cap = ("µs: median device time. % of roof: achieved bandwidth (or FLOP/s) over the probed ceiling that binds. "
            "% of SOL: speed-of-light time (launch floor + ideal bytes / copy bandwidth) over the median. "
            "noise: IQR / median. Bold: fastest correct implementation at the shape; struck out: wrong results; "
-           "'not batch invariant': right values, but rows alone differ bitwise from the same rows in a batch. "
+           "'not batch invariant': right values, but rows alone differ bitwise from the same rows in a batch; "
+           "'not deterministic': right values, but two calls on the same inputs differ bitwise. "
            "SUSPECT: caught by a guard (result reuse, work outside the timed stream, timer tampered, faster than "
            "the speed of light): its time is shown, never counted.")
     return Table(group.title, headers, rows, {2, 3, 4, 5, 6, 7, 8, 9}, cap)
