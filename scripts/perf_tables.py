@@ -22,7 +22,8 @@ def tables(path: str) -> str:
     rows: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for m in d["measurements"]:
         rows[((m["regime"], m.get("variant") or "", m.get("dtype", "bf16")), tuple(m["shape"]))][m["impl"]] = m
-    # Every peer the run asked for: one that failed its check at every shape still gets its column ("wrong").
+    # Every peer the run asked for: one that failed its check at every shape still gets its column (its cells say
+    # why: _why_missing).
     # Our other variants (e.g. ridgeline-inplace) are not peers.
     ours = {m["impl"] for m in d["measurements"] + d.get("failures", []) if m.get("source") == "ours"}
     peers = sorted({m["impl"] for m in d["measurements"] if m.get("source") == "peer"}
@@ -46,7 +47,8 @@ def tables(path: str) -> str:
             cells = []
             for p in peers:
                 m = impls.get(p)
-                txt = "wrong" if m is None else f"{m['median_us']:.2f}" + ("†" if m.get("caveat") else "")
+                txt = (_why_missing(d, p, shape + ((variant,) if variant else ()), regime) if m is None
+                       else f"{m['median_us']:.2f}" + ("†" if m.get("caveat") else ""))
                 cells.append(f"**{txt}**" if m is not None and m is best else txt)
             sp = best["median_us"] / ours["median_us"] if best else float("nan")
             speedups.append(sp)
@@ -69,6 +71,28 @@ def tables(path: str) -> str:
 
 PEER_NAMES = {"liger": "Liger", "torch-F": "F.rms_norm", "torch-compile": "compile", "torch-eager": "HF eager"}
 SHOWN_PEERS = ("liger", "torch-F", "torch-compile")  # HF eager is in every record, 8-15x slower, never the best
+
+
+def _why_missing(d: dict, impl: str, shape: tuple, regime: str) -> str:
+    """A peer's empty cell, by the record's failures: 'failed' / 'OOM' (its timing raised: a capture, memory),
+    'wrong' (failed its check on values), 'refuses' (raised on that input: one it does not take), 'nondet.' (left
+    out for order variance alone, as records before s17 did with nondeterminism), '-' (not run)."""
+    dims = [x for x in shape if isinstance(x, int)]
+    variant = next((x for x in shape if isinstance(x, str)), "")
+    mine = [f for f in d.get("failures", []) if f["impl"] == impl and list(f["shape"]) == dims
+            and (f.get("variant") or "") == variant]
+    for f in mine:
+        if f["stage"] == "time" and f.get("regime") in ("", regime):
+            return "OOM" if "out of memory" in str(f.get("reason", "")) else "failed"
+    for f in mine:
+        if f["stage"] == "check":
+            parts = [p.strip() for p in str(f.get("reason", "")).split(";")]
+            if all(p.startswith(("not batch invariant", "not deterministic")) for p in parts):
+                return "nondet."
+            if any("out of memory" in p for p in parts):
+                return "OOM"
+            return "refuses" if parts[0].startswith("raised") else "wrong"
+    return "-"
 
 
 def _index(d: dict) -> dict:
@@ -132,7 +156,8 @@ def compact(path: str) -> str:
                  f"{100 * (ours.get('pct_of_sol') or 0):.0f}%"]
         for p in peers:
             m = impls.get(p)
-            txt = "wrong" if m is None else f"{m['median_us']:.2f}" + ("†" if m.get("caveat") else "")
+            txt = _why_missing(d, p, shape, first) if m is None else f"{m['median_us']:.2f}" + (
+                "†" if m.get("caveat") else "")
             cells.append(f"**{txt}**" if m is not None and m is best else txt)
         cells.append(f"{sp:.2f}x" if best else "-")
         for r in rest:
@@ -147,6 +172,11 @@ def compact(path: str) -> str:
                       if b else "-", f"{rs:.2f}x" if b else "-"]
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "Geomean over the best peer: " + "; ".join(f"{r} {_geo(v)}" for r, v in speedups.items())]
+    if any(m.get("caveat") for m in d["measurements"]):
+        out += ["", "† timed with a caveat (right values in another summation order, or just past the tolerance: "
+                "the record's `caveat` says which). Empty peer cells: wrong (failed its check on values), refuses "
+                "(raised on that input), failed (its timing raised), OOM, nondet. (left out for order variance "
+                "alone, before s17), - (not run)."]
     return "\n".join(out)
 
 
