@@ -70,6 +70,7 @@ def test_bad_measurements_field_and_compare_without_common_cases(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["--budget", "0"], "--budget: expected seconds > 0"),
     (["--budget", "-1"], "--budget"),
+    (["--time-limit", "0"], "--time-limit: expected seconds > 0"),
     (["--shapes", ","], "no shapes"),
     (["--shapes", "4096"], "rmsnorm takes shapes of rank 2 or 3 (MxN); got '4096'"),
     (["--dtype", "fp8e4m3"], "rmsnorm takes bf16, fp16, fp32; got fp8e4m3"),

@@ -78,6 +78,30 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
     assert all(after[k] == v for k, v in before.items()), "resume must keep finished measurements as they were"
 
 
+def test_a_time_limit_stops_between_cases_and_a_resume_finishes(tmp_path, monkeypatch):
+    """A sweep given a time limit starts no new case once it is spent: the record is saved unfinished and says how
+    many cases are left; a resume (no limit) runs exactly those and keeps the rest."""
+    from ridgeline.harness import bench as bench_module
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(bench_module.time, "monotonic", lambda: clock["t"])
+
+    def tick(desc):  # each step of the run advances the fake clock by a second
+        clock["t"] += 1.0
+
+    out = tmp_path / "run.json"
+    first = bench("fused_add_rmsnorm", ["ridgeline", "torch-eager"], SHAPES, [torch.float32], budget_s=0.05,
+                  json_path=out, db=tmp_path / "db.sqlite", progress=tick, time_limit_s=0.5)
+    assert not first.complete and first.stopped and "1 of 2 cases not run" in first.stopped
+    saved = load_record(out)
+    assert saved.stopped == first.stopped and {tuple(m["shape"]) for m in saved.measurements} == {tuple(SHAPES[0])}
+    with pytest.raises(ValueError, match="time_limit_s: expected seconds > 0"):
+        bench("fused_add_rmsnorm", ["ridgeline"], SHAPES, [torch.float32], time_limit_s=0, json_path=out)
+    done = bench(resume=out, db=tmp_path / "db.sqlite")
+    assert done.complete and done.stopped is None and len(done.measurements) == 4
+    assert "stopped" not in load_record(out).to_dict()
+
+
 def test_plan_rejects_typos_before_any_work():
     with pytest.raises(ValueError, match="no implementation 'ridgelin'"):
         make_plan("rmsnorm", ["ridgelin"])

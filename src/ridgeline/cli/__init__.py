@@ -178,6 +178,9 @@ def bench(
     db: Annotated[Path | None, typer.Option(help="SQLite store (default: user data dir)")] = None,
     refresh_probe: Annotated[bool, typer.Option(help="re-measure the device ceilings first")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="run a plan the CPU would take minutes over")] = False,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", help="seconds: start no new case after this (the record says what is left; --resume "
+                             "finishes it)")] = None,
 ) -> None:
     """Check, then time every implementation one honest way, on the measured roofline."""
 
@@ -196,6 +199,8 @@ def bench(
     _check_out_path("--json", json_path)
     if budget is not None and not budget > 0:
         _fail(f"--budget: expected seconds > 0, got {budget}")
+    if time_limit is not None and not time_limit > 0:
+        _fail(f"--time-limit: expected seconds > 0, got {time_limit}")
     from ridgeline.core import registry
 
     try:
@@ -221,6 +226,7 @@ def bench(
         task = progress.add_task("bench", total=count_tasks(plan, device))
         record = run_bench_api(
             json_path=json_path, resume=resume, db=db, argv=sys.argv, plan=plan, refresh_probe=refresh_probe,
+            time_limit_s=time_limit,
             progress=lambda desc: progress.update(task, advance=1, description=desc),
             on_result=None if live else lambda r: console.print(render.result_line(r), soft_wrap=True,
                                                                    highlight=False, markup=False),
@@ -232,6 +238,8 @@ def bench(
         console.print(fails)
     console.print(f"run {record.run_id}: {len(d['measurements'])} measurements, {len(d['failures'])} failures; "
                   f"record {record.path}")
+    if record.stopped:
+        console.print(f"stopped at the {record.stopped}", highlight=False, markup=False)
     if d["failures"] and not d["measurements"]:  # a script must not read "nothing timed" as success
         console.print("nothing was timed: every implementation failed its check or its timing (failures above)")
         raise typer.Exit(1)

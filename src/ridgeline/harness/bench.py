@@ -210,14 +210,23 @@ def run_bench(
     device: torch.device,
     progress: Callable[[str], None] | None = None,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    deadline: float | None = None,
 ) -> RunRecord:
     """Execute (or continue) a bench plan into `record`, saving after every result. `on_result` sees each new
-    measurement or failure (a dict) as soon as it is recorded."""
+    measurement or failure (a dict) as soon as it is recorded. Past `deadline` (time.monotonic()) no new case
+    starts: the record is saved unfinished, with `stopped` saying how many cases are left (resume finishes it)."""
     spec = registry.get_spec(plan.op)
     impls = [registry.resolve(plan.op, n) for n in plan.impls]
     tick = progress or (lambda desc: None)
     told = on_result or (lambda result: None)
-    for case in plan.cases():
+    cases = plan.cases()
+    for done_cases, case in enumerate(cases):
+        if deadline is not None and time.monotonic() > deadline:
+            record.stopped = (f"time limit: {len(cases) - done_cases} of {len(cases)} cases not run "
+                              "(`ridgeline bench --resume` this record to finish them)")
+            if record.path is not None:
+                record.save()
+            return record
         regimes = regimes_for(plan.regimes, case, device, spec)
         passing: list[Impl] = []
         caveats: dict[str, str] = {}
@@ -407,11 +416,17 @@ def bench(
     refresh_probe: bool = False,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     plan: BenchPlan | None = None,
+    time_limit_s: float | None = None,
 ) -> RunRecord:
     """Python API of `ridgeline bench`; returns the run record (also written to JSON and the SQLite store).
 
     `resume` continues a killed run from its record: finished checks and measurements are kept, not redone.
+    `time_limit_s`: start no new case after this many seconds (the case under way finishes); the record is then
+    unfinished, `stopped` says what is left, and a resume finishes it.
     """
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise ValueError(f"time_limit_s: expected seconds > 0, got {time_limit_s}")
+    start = time.monotonic()
     from ridgeline.harness.probe import device_profile
     from ridgeline.records.paths import default_db, default_run_path
     from ridgeline.records.store import Store
@@ -427,6 +442,7 @@ def bench(
         if json_path is not None and Path(json_path) != Path(resume):
             record.path = Path(json_path)
         record.complete = False
+        record.stopped = None
     else:
         if plan is None:
             if op is None:
@@ -438,7 +454,8 @@ def bench(
         record.path = Path(json_path) if json_path else default_run_path(record.run_id)
     record.save()
     try:
-        run_bench(plan, record, record.device, device, progress, on_result)
+        run_bench(plan, record, record.device, device, progress, on_result,
+                  None if time_limit_s is None else start + time_limit_s)
     finally:  # a killed or failed run is stored too (as partial): `ridgeline runs` lists it
         with Store(db or default_db()) as store:
             store.put(record)

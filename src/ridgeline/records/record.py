@@ -47,6 +47,7 @@ class RunRecord:
     created: str = field(default_factory=now_iso)
     finished: str | None = None
     complete: bool = False
+    stopped: str | None = None  # why an unfinished run stopped early on purpose (a time limit), else None
     checks: list[dict[str, Any]] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -61,6 +62,7 @@ class RunRecord:
             "created": self.created,
             "finished": self.finished,
             "complete": self.complete,
+            **({"stopped": self.stopped} if self.stopped else {}),
             "command": self.command,
             "env": self.env,
             "device": self.device,
@@ -77,6 +79,7 @@ class RunRecord:
         return cls(
             kind=d["kind"], command=d["command"], env=d["env"], device=d["device"], settings=d["settings"],
             run_id=d["run_id"], created=d["created"], finished=d.get("finished"), complete=d.get("complete", False),
+            stopped=d.get("stopped") if isinstance(d.get("stopped"), str) else None,
             checks=d.get("checks", []), measurements=d.get("measurements", []), failures=d.get("failures", []),
             profiles=d.get("profiles", []), path=path,
         )
@@ -110,6 +113,7 @@ class RunRecord:
 
     def finish(self) -> None:
         self.complete = True
+        self.stopped = None
         self.finished = now_iso()
         self._autosave()
 

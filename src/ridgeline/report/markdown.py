@@ -82,7 +82,9 @@ def render_markdown(record: dict[str, Any], plots: Sequence[tuple[str, str]] = (
     """The report as markdown; `plots` are (title, relative path) pairs to link as images."""
     parts = [f"## {title(record)}\n"]
     if not record.get("complete"):
-        parts.append("> **Incomplete run**: interrupted or still running; the tables show what was recorded.\n")
+        parts.append(f"> **Incomplete run**: stopped at its {record['stopped']}; the tables show what was recorded.\n"
+                     if record.get("stopped") else
+                     "> **Incomplete run**: interrupted or still running; the tables show what was recorded.\n")
     parts.append("### Reproduce\n\n```sh\n" + (retypeable(record.get("command")) or DASH) + "\n```\n")
     parts.append("### Findings\n\n" + findings_md(record))
     parts.append(table_md(T.environment_table(record)))
