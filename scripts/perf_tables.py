@@ -15,6 +15,8 @@ import math
 import sys
 from collections import defaultdict
 
+from ridgeline.records.reasons import ORDER_VARIANCE
+
 
 def tables(path: str) -> str:
     d = json.load(open(path))
@@ -87,7 +89,7 @@ def _why_missing(d: dict, impl: str, shape: tuple, regime: str) -> str:
     for f in mine:
         if f["stage"] == "check":
             parts = [p.strip() for p in str(f.get("reason", "")).split(";")]
-            if all(p.startswith(("not batch invariant", "not deterministic")) for p in parts):
+            if all(p.startswith(ORDER_VARIANCE) for p in parts):
                 return "nondet."
             if any("out of memory" in p for p in parts):
                 return "OOM"

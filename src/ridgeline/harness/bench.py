@@ -23,9 +23,10 @@ from ridgeline.core import registry
 from ridgeline.core.spec import Case, Impl, OpSpec, Shape, as_dtype, as_list, dtype_name, parse_dtype
 from ridgeline.core.userfile import is_file_ref
 from ridgeline.harness import guards
-from ridgeline.harness.correctness import ORDER_VARIANCE, check_case, only_order_variance, order_caveat, value_near_miss
+from ridgeline.harness.correctness import check_case, only_order_variance, order_caveat, value_near_miss
 from ridgeline.harness.timing import REGIMES, Timing, time_cold_eager, time_cpu, time_graph, time_host
 from ridgeline.records.env import THROTTLE_MASK, capture_env, nvml_state, throttle_names
+from ridgeline.records.reasons import order_lacks
 from ridgeline.records.record import RunRecord, load_record, measurement_key
 
 # The host clock, bound when ridgeline loads: an implementation that replaces time.perf_counter cannot
@@ -261,9 +262,8 @@ def run_bench(
                 # backward at 2.4x in bf16): leaving it out would flatter us, so it is timed, with the caveat.
                 passing.append(impl)
                 slacks[impl.name] = PEER_NEAR_MISS
-                lacks = [p for p in ORDER_VARIANCE if any(str(r).startswith(p) for r in done["reasons"])]
                 caveats[impl.name] = "; ".join([f"values up to {done['worst_value_ratio']:.1f}x the tolerance",
-                                                *lacks])
+                                                *order_lacks(done["reasons"])])
         for regime in regimes:
             for impl in impls:
                 tick(f"time {impl.name} {case.label()} {regime}")

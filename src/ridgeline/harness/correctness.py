@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ridgeline.core.spec import Case, Impl, Inputs, OpSpec, Tolerance, dtype_name, shape_label
+from ridgeline.records.reasons import NOT_BATCH_INVARIANT, NOT_DETERMINISTIC, ORDER_VARIANCE, order_lacks
 
 # Cases bigger than this are compared in row chunks so the float64 reference fits in memory.
 CHUNK_ELEMENTS = 1 << 26
@@ -65,14 +66,6 @@ class CheckResult:
         return asdict(self)
 
 
-NOT_BATCH_INVARIANT = "not batch invariant"
-NOT_DETERMINISTIC = "not deterministic"
-# Bitwise properties of the summation order, not of the values: every call the check made was value-checked
-# too, so a failure that is only these is a kernel that adds in a different order (atomics, split-K, a tile shape
-# per batch size), which many production kernels do not promise not to do.
-ORDER_VARIANCE = (NOT_BATCH_INVARIANT, NOT_DETERMINISTIC)
-
-
 def only_order_variance(reasons: list[str]) -> bool:
     """True when the values of every call were right and the only failures are batch invariance (rows computed
     alone differ bitwise from the same rows in the full call) and determinism (two calls differ bitwise)."""
@@ -81,8 +74,7 @@ def only_order_variance(reasons: list[str]) -> bool:
 
 def order_caveat(reasons: list[str]) -> str:
     """The bench's caveat for a peer admitted on order variance: which of the two properties it lacks."""
-    lacks = [p for p in ORDER_VARIANCE if any(str(r).startswith(p) for r in reasons)]
-    return "; ".join(lacks) + " (values checked)"
+    return "; ".join(order_lacks(reasons)) + " (values checked)"
 
 
 def value_near_miss(reasons: list[str], worst_value_ratio: float, limit: float) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.records import paths
+from ridgeline.records.reasons import ORDER_VARIANCE
 from ridgeline.records.record import RunRecord, load_record
 
 DASH = "–"
@@ -185,16 +186,11 @@ def failed_checks(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
     return {case_key(c): c for c in items(record.get("checks")) if c.get("passed") is False}
 
 
-# The check's reasons for a summation-order property rather than a value (harness.correctness.ORDER_VARIANCE; the
-# report reads records without importing the harness).
-ORDER_REASONS = ("not batch invariant", "not deterministic")
-
-
 def invariance_only(reasons: Any) -> bool:
     """The check's only failures are batch invariance or determinism: the values of every call were right (the
     bench times such a peer, with a caveat)."""
     rs = reasons if isinstance(reasons, list) else []
-    return bool(rs) and all(str(r).startswith(ORDER_REASONS) for r in rs)
+    return bool(rs) and all(str(r).startswith(ORDER_VARIANCE) for r in rs)
 
 
 def wrong_checks(record: dict[str, Any]) -> dict[tuple, dict[str, Any]]:

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ridgeline.records.reasons import ORDER_VARIANCE
 from ridgeline.report.data import (
     DASH,
-    ORDER_REASONS,
     REGIME_TEXT,
     Group,
     case_key,
@@ -175,7 +175,7 @@ def measurement_table(record: dict[str, Any], group: Group) -> Table:
                                            str(launch.get("config") or "")) if x) or DASH
         caveat = str(m.get("caveat") or "")
         check = "WRONG" if is_wrong else ("ok" if status.get(key) else (
-            caveat.removesuffix(" (values checked)") if caveat.startswith(ORDER_REASONS) else caveat or DASH))
+            caveat.removesuffix(" (values checked)") if caveat.startswith(ORDER_VARIANCE) else caveat or DASH))
         if check == "ok" and m.get("check_notes"):  # e.g. batch invariance not checked: the peer refused rows 0:1
             check = "ok (" + "; ".join(map(str, m["check_notes"])) + ")"
         if is_suspect:  # caught by the bench's guards: never the best, never a speedup
