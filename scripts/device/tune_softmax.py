@@ -6,7 +6,8 @@ Usage (on the GPU machine, from the repo root, src/ on PYTHONPATH):
 For each direction (fwd, bwd) and shape it times the shipped config (rules.py) and the alternatives the rules
 left open: warps of the one-pass layout, two pieces or one block (unaligned widths), one pass against split rows
 near the register limit (32768 columns forward, 16384-32768 backward), and for the split rows (the sweep's wide
-shapes: 65536, 128256, 151936, 262144 columns) the chunk width (8-32 KB) and warps, the groups of rows launched
+shapes: 65536, 128256, 151936, 262144 columns) the chunk width (8-32 KB) and warps, of the two-kernel split and of
+the split read once (one cooperative kernel), the groups of rows launched
 per kernel pair (16-48 MiB of input, or all rows in one pair) and kernel 2's walk order. Timing:
 triton.testing.do_bench (L2 flushed before each call: cold inputs), median. Every config's output is checked
 against torch.softmax first (a wrong config is recorded, never a win); a config that fails to compile or run is
@@ -64,6 +65,12 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
             for warps in (4, 8, 16):
                 if 8 <= chunk // (32 * warps) <= 64:
                     out.append((f"split c{chunk} w{warps}", LaunchConfig(False, chunk, warps, group_bytes=group)))
+        # ... the split read once (one cooperative kernel, kernel_coop.py) at the same chunks and warps ...
+        for chunk_bytes in (8192, 16384, 32768):
+            chunk = chunk_bytes // itemsize
+            for warps in (4, 8, 16):
+                if 8 <= chunk // (32 * warps) <= 64:
+                    out.append((f"coop c{chunk} w{warps}", LaunchConfig(False, chunk, warps, coop=True)))
         # ... and, at the shipped chunk, the groups of rows per kernel pair and kernel 2's walk order.
         base = shipped if not shipped.one_pass else _split_default(itemsize)
         for mib in (0, 16, 24, 48):
@@ -101,13 +108,16 @@ def _reference(bwd: bool, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return y * (dy - (dy * y).sum(-1, keepdim=True))
 
 
-def tune_shape(bwd: bool, shape: str, dtype: torch.dtype, records: list[dict], deadline: float) -> None:
+def tune_shape(bwd: bool, shape: str, dtype: torch.dtype, records: list[dict], deadline: float,
+               labels: tuple[str, ...] = ()) -> None:
     m, n = (int(v) for v in shape.split("x"))
     args = _inputs(m, n, dtype, bwd)
     ref = _reference(bwd, args)
     nbytes = (3 if bwd else 2) * m * n * dtype.itemsize
     direction = "bwd" if bwd else "fwd"
     for label, cfg in candidates(n, dtype.itemsize, bwd):
+        if labels and not label.startswith(labels):
+            continue
         rec = {"direction": direction, "shape": shape, "dtype": str(dtype).replace("torch.", ""), "label": label,
                "config": asdict(cfg), "describe": cfg.describe()}
         if time.monotonic() > deadline:
@@ -153,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     p.add_argument("--budget-s", type=float, default=60.0, help="stop timing new configs after this many seconds")
     p.add_argument("--only", choices=("fwd", "bwd"))
+    p.add_argument("--labels", help="comma-separated label prefixes to time (e.g. shipped,coop); default: all")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_softmax: needs a CUDA GPU", file=sys.stderr)
@@ -167,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(True, s) for s in (a.shapes.split(",") if a.shapes else BWD_SHAPES)]
     for bwd, shape in plan:
         try:
-            tune_shape(bwd, shape, dtype, records, deadline)
+            tune_shape(bwd, shape, dtype, records, deadline, tuple(a.labels.split(",")) if a.labels else ())
         except Exception as e:  # e.g. out of memory for the inputs: recorded, the next shape goes on
             records.append({"direction": "bwd" if bwd else "fwd", "shape": shape, "error": f"{type(e).__name__}: {e}"})
         torch.cuda.empty_cache()

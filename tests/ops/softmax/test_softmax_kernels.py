@@ -225,6 +225,41 @@ def test_groups_of_rows_and_the_walk_order_change_no_bit():
         assert torch.equal(launch._softmax_backward_last(y, dy, cfg), bwd), cfg.describe()
 
 
+# Split rows read once (kernel_coop.py) by hand: under the interpreter two launches (publish, then combine and
+# write) on the same workspace, two groups of programs so the persistent row loop runs; the same chunks as SPLITS.
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n, cfg", SPLITS, ids=["1-chunk", "1-ragged-chunk", "36-chunks", "8-chunks"])
+def test_split_rows_read_once_match_fp64_and_the_two_kernel_split_bitwise(dtype, n, cfg):
+    from dataclasses import replace
+
+    coop = replace(cfg, coop=True)
+    x = rand(5, n, dtype=dtype)
+    x[1, : n // 2] = float("-inf")  # whole chunks of -inf in a finite row give 0
+    x[2, n - 1] = float("nan")  # a NaN in the last chunk: the row is NaN
+    x[3] = float("-inf")  # a row of only -inf: NaN, as torch
+    out = launch._softmax_last(x, coop)
+    assert_close(out, torch.softmax(x.double(), -1), dtype)
+    assert torch.equal(out.nan_to_num(7.0), launch._softmax_last(x, cfg).nan_to_num(7.0))
+    y = torch.softmax(rand(5, n), -1).to(dtype)
+    dy = rand(5, n, dtype=dtype, scale=1.0)
+    dx = launch._softmax_backward_last(y, dy, coop)
+    assert_close(dx, ref_bwd(y, dy), dtype)
+    assert torch.equal(dx, launch._softmax_backward_last(y, dy, cfg))
+    sync = launch._COOP_WORKSPACE.get(x.device, 2, 1)[1]
+    assert not sync.any(), "the kernel leaves its counters at 0 for the next launch"
+
+
+def test_split_rows_read_once_on_strided_rows_and_one_row():
+    from dataclasses import replace
+
+    cfg = replace(SPLITS[2][1], coop=True)
+    buf = rand(3, 9013)
+    x = buf[:, 5:5 + 9000]  # unaligned start and stride: read in place
+    assert_close(launch._softmax_last(x, cfg), torch.softmax(x.double(), -1), torch.float32)
+    one = rand(1, 9000)
+    assert torch.equal(launch._softmax_last(one, cfg), launch._softmax_last(torch.cat([one, x]), cfg)[:1])
+
+
 def test_explicit_one_pass_configs_agree_and_must_fit():
     x = rand(3, 9000)
     ref = torch.softmax(x.double(), -1)

@@ -84,3 +84,17 @@ def test_config_is_checked_cached_and_describes_itself():
             LaunchConfig(False, **{"block": 4096, "num_warps": 4, **bad})
     with pytest.raises(ValueError, match="split-row layout"):
         LaunchConfig(True, 4096, 4, group_bytes=MiB)
+
+
+def test_the_read_once_split_is_a_split_layout_without_groups():
+    cfg = LaunchConfig(False, 8192, 8, coop=True)
+    assert cfg.describe() == "coop CHUNK=8192 warps=8"
+    with pytest.raises(ValueError, match="coop"):
+        LaunchConfig(True, 8192, 8, coop=True)
+    with pytest.raises(ValueError, match="group_bytes must be 0"):
+        LaunchConfig(False, 8192, 8, group_bytes=MiB, coop=True)
+    dev = torch.device("cpu")  # 4 SMs under the interpreter, 4 programs each assumed before a compile
+    # 32 chunks a row cannot all be resident on 16 programs: the two-kernel split's grid, a program per chunk
+    assert grid_for(64, 262144, 2, cfg, dev) == 64 * 32
+    assert grid_for(64, 32768, 2, cfg, dev) == 4 * 4  # 4 groups of 4 chunks
+    assert grid_for(2, 32768, 2, cfg, dev) == 4 * 2  # no more groups than rows

@@ -28,23 +28,11 @@ one after another, so it cannot run this kernel (a program would wait forever fo
 
 from __future__ import annotations
 
-import ctypes
-
-import torch
 import triton
 import triton.language as tl
 
+from ridgeline.lib.coop import SplitWorkspace, keep_in_storage, resident_programs  # noqa: F401 (re-exported)
 from ridgeline.lib.rounding import rstd_of, to_storage
-
-
-@triton.jit
-def _opaque(x):
-    """x unchanged, through an instruction the compiler cannot look through: the float32 copy of x made for the
-    partial sum is then dead after it, and x stays live in its 16-bit storage type (half the registers) until y
-    is computed. (Not in the CPU interpreter, which has no inline assembly.)"""
-    if x.dtype.primitive_bitwidth == 16:
-        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=2)
-    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=1)
 
 
 @triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
@@ -90,8 +78,8 @@ def _rms_norm_split_kernel(
         # .cg: from L2, never a stale L1 line of this slot's use two rows ago. Summed in a fixed order.
         partials = tl.load(slot + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
         rstd = rstd_of(tl.sum(partials, axis=0), inv_n, eps)
-        if not EMULATE_RNE:  # on the GPU: x held in its storage type through the wait (see _opaque)
-            xf = _opaque(x).to(tl.float32)
+        if not EMULATE_RNE:  # on the GPU: x held in its storage type through the wait (see lib.coop.keep_in_storage)
+            xf = keep_in_storage(x).to(tl.float32)
         y = xf * rstd
         if HAS_WEIGHT:
             if not WEIGHT_FIRST:
@@ -109,37 +97,6 @@ def _rms_norm_split_kernel(
         tl.atomic_xchg(sync, 0, sem="relaxed")
 
 
-class SplitWorkspace:
-    """Per (device, stream) counters and partial-sum slots, zeroed once; kernels leave them at 0.
-
-    Keyed by stream so that launches on two streams never share counters. While a CUDA graph is being captured a
-    fresh zeroed workspace is taken for each call (its zeroing is captured too), so a graph never shares counters
-    with eager calls or with another graph."""
-
-    def __init__(self) -> None:
-        self._by_stream: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def get(self, device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(partial slots float32 [groups * 2 * split], counters int32 [groups]), zeroed, for launches on the
-        current stream."""
-        if device.type != "cuda":  # the CPU interpreter (tests), or a capture on the meta device
-            key = (str(device), 0)
-        elif torch.cuda.is_current_stream_capturing():
-            return self._new(device, groups, split)
-        else:
-            key = (device.index, torch.cuda.current_stream(device).cuda_stream)
-        have = self._by_stream.get(key)
-        if have is None or have[1].numel() < groups or have[0].numel() < groups * 2 * split:
-            have = self._new(device, max(groups, 1024), max(split, 16))
-            self._by_stream[key] = have
-        return have
-
-    @staticmethod
-    def _new(device: torch.device, groups: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(groups * 2 * split, dtype=torch.float32, device=device),
-                torch.zeros(groups, dtype=torch.int32, device=device))
-
-
 WORKSPACE = SplitWorkspace()
 
 
@@ -152,34 +109,3 @@ def split_grid(m: int, split: int, programs_per_sm: int, sms: int) -> tuple[int,
 def chunk_for(n: int, split: int) -> int:
     """Columns per program: the row's share rounded up to a power of two (masked if that overshoots)."""
     return triton.next_power_of_2(triton.cdiv(n, split))
-
-
-def resident_programs(device: torch.device, compiled: object, num_warps: int) -> int:
-    """Programs of a compiled Triton kernel that fit on one SM at once, as the driver counts them for a cooperative
-    launch (cuOccupancyMaxActiveBlocksPerMultiprocessor); where that cannot be asked, from its registers (allocated
-    per warp in units of 256), threads, shared memory and the 32-block limit, and 1 if even those are unknown."""
-    getattr(compiled, "_init_handles", lambda: None)()  # Triton loads the binary (and learns its registers) lazily
-    shared = int(getattr(getattr(compiled, "metadata", None), "shared", 0) or 0)
-    function = getattr(compiled, "function", None)
-    if function is not None:
-        try:
-            libcuda = ctypes.CDLL("libcuda.so.1")
-            blocks = ctypes.c_int(0)
-            rc = libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                ctypes.byref(blocks), ctypes.c_void_p(function), ctypes.c_int(32 * num_warps), ctypes.c_size_t(shared))
-            if rc == 0 and blocks.value > 0:
-                return blocks.value
-        except (OSError, AttributeError, TypeError):
-            pass
-    registers = getattr(compiled, "n_regs", None)
-    if not registers:
-        return 1
-    props = torch.cuda.get_device_properties(device)
-    regs_per_sm = getattr(props, "regs_per_multiprocessor", 65536)
-    threads_per_sm = getattr(props, "max_threads_per_multi_processor", 2048)
-    smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 233472)
-    regs_per_warp = -(-registers * 32 // 256) * 256
-    by_regs = regs_per_sm // (regs_per_warp * num_warps)
-    by_threads = threads_per_sm // (32 * num_warps)
-    by_smem = smem_per_sm // (shared + 1024)
-    return max(1, min(by_regs, by_threads, by_smem, 32))

@@ -9,7 +9,9 @@ extra read and write of x: a copy, said here because it costs), and the result i
 from __future__ import annotations
 
 import torch
+import triton
 
+from ridgeline.lib.coop import SplitWorkspace, resident_programs
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -21,13 +23,24 @@ from ridgeline.lib.launch import (
     stride_alignment,
 )
 from ridgeline.ops.softmax.kernel import _softmax_bwd_rows, _softmax_fwd_rows
+from ridgeline.ops.softmax.kernel_coop import _softmax_bwd_coop, _softmax_fwd_coop
 from ridgeline.ops.softmax.kernel_split import (
     _softmax_bwd_split_dot,
     _softmax_bwd_split_write,
     _softmax_fwd_split_stats,
     _softmax_fwd_split_write,
 )
-from ridgeline.ops.softmax.rules import _INTERPRETED, LaunchConfig, config_for, grid_for, s_block, split_plan
+from ridgeline.ops.softmax.rules import (
+    _INTERPRETED,
+    COOP_PROGRAMS_PER_SM_GUESS,
+    COOP_SEEN,
+    LaunchConfig,
+    config_for,
+    coop_groups_bound,
+    grid_for,
+    s_block,
+    split_plan,
+)
 
 # One pass, per direction (bwd: False / True).
 _LAUNCHERS = {False: CachedLauncher(_softmax_fwd_rows), True: CachedLauncher(_softmax_bwd_rows)}
@@ -36,6 +49,11 @@ _SPLIT_LAUNCHERS = {
     False: (CachedLauncher(_softmax_fwd_split_stats), CachedLauncher(_softmax_fwd_split_write)),
     True: (CachedLauncher(_softmax_bwd_split_dot), CachedLauncher(_softmax_bwd_split_write)),
 }
+# Split rows read once, per direction (kernel_coop.py), their per-stream counters, and (compile key) -> programs
+# resident per SM that the driver counted for the compiled kernel.
+_COOP_LAUNCHERS = {False: CachedLauncher(_softmax_fwd_coop), True: CachedLauncher(_softmax_bwd_coop)}
+_COOP_WORKSPACE = SplitWorkspace()
+_COOP_RESIDENT: dict[tuple, int] = {}
 
 
 def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -76,7 +94,8 @@ def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ..
         fast_key = (x0.get_device(), id(cfg), m, n, strides, x0.dtype, tensors[-1].dtype,
                     tuple(t.data_ptr() & 15 for t in tensors))
     if not cfg.one_pass:
-        _launch_split(bwd, tensors, strides, m, n, cfg, fast_key)
+        if not (cfg.coop and _launch_coop(bwd, tensors, strides, m, n, cfg)):
+            _launch_split(bwd, tensors, strides, m, n, cfg, fast_key)
         return
     launcher = _LAUNCHERS[bwd]
     if fast_key is not None:
@@ -133,6 +152,55 @@ def _launch_split(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[i
         # (The entries remembered under fast_key rebuild every group's arguments: row0 is not specialized on.)
         first.launch(grid, a1, c1, cfg.num_warps, fast_key, (chunks, rows, aligns, tuple(c1.values()), cfg))
         second.launch(grid, a2, c2, cfg.num_warps, fast_key, tuple(c2.values()))
+
+
+def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], m: int, n: int,
+                 cfg: LaunchConfig) -> bool:
+    """Split rows read once (kernel_coop.py): one cooperative launch of as many groups of S = cdiv(n, chunk)
+    programs as are resident at once. False (nothing launched) where a row's S programs cannot all be resident:
+    the caller takes the two-kernel split, whose arithmetic is the same chunk for chunk."""
+    x0 = tensors[0]
+    chunks = triton.cdiv(n, cfg.block)
+    aligns = _alignments(n, x0.dtype.itemsize, strides)
+    constexprs = _align_constexprs(bwd, aligns)
+    constexprs.update(CHUNK=cfg.block, S_BLOCK=s_block(n, cfg), PHASE=0, EMULATE_RNE=_INTERPRETED)
+    launcher = _COOP_LAUNCHERS[bwd]
+    ws = torch.empty(m * chunks * (1 if bwd else 2), dtype=torch.float32, device=x0.device)
+
+    def args_for(sync: torch.Tensor, groups: int) -> tuple:
+        pairs: list = []
+        for t, s, a in zip(tensors, strides, aligns[1:], strict=True):
+            pairs += [t, s // a]
+        return (*pairs, ws, sync, m, n // aligns[0], groups)
+
+    if _INTERPRETED and not x0.is_cuda:
+        # Programs run one after another here: PHASE 1 publishes every chunk's statistics, PHASE 2 combines and
+        # writes (the same code, the waits already satisfied). Two groups, so the persistent loop is exercised.
+        groups = min(m, 2)
+        _, sync = _COOP_WORKSPACE.get(x0.device, groups, 1)
+        for phase in (1, 2):
+            launcher.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
+        return True
+    options = {"launch_cooperative_grid": True}
+    # Everything Triton specializes the compile on, so the occupancy is that of the kernel this call launches.
+    ints = (*(s // a for s, a in zip(strides, aligns[1:], strict=True)), m, n // aligns[0])
+    key = (x0.get_device(), bwd, *constexprs.values(), cfg.num_warps, *(t.dtype for t in tensors),
+           *(t.data_ptr() & 15 for t in tensors), *((i == 1, i % 16 == 0, i < 2**31) for i in ints))
+    per_sm = _COOP_RESIDENT.get(key)
+    if per_sm is None and not hasattr(launcher.fn, "warmup"):
+        per_sm = COOP_PROGRAMS_PER_SM_GUESS
+    elif per_sm is None:
+        _, sync = _COOP_WORKSPACE.get(x0.device, 1, 1)
+        compiled = launcher.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps,
+                                      **options)
+        per_sm = _COOP_RESIDENT[key] = resident_programs(x0.device, compiled, cfg.num_warps)
+    COOP_SEEN[(x0.get_device(), cfg.block, cfg.num_warps, bwd)] = per_sm
+    groups = min(m, coop_groups_bound(chunks, x0.device, per_sm))
+    if groups < 1:
+        return False
+    _, sync = _COOP_WORKSPACE.get(x0.device, groups, 1)
+    launcher.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
+    return True
 
 
 def _split_args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], aligns: tuple[int, ...],

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import triton
 
-from ridgeline.lib.launch import interpreter_enabled
+from ridgeline.lib.launch import interpreter_enabled, multiprocessor_count
 
 # Widest row (bytes of one tensor's row in its storage dtype) held in registers by one program: forward one
 # tensor, backward two (y and dy). 64 KB = 32768 16-bit columns over 16 warps (RMSNorm: 114-126 registers, no
@@ -78,6 +78,9 @@ class LaunchConfig:
     # Split rows: rows launched in groups of at most this many input bytes (0: all rows in one pair). No bit changes.
     group_bytes: int = 0
     reverse: bool = True  # split rows: kernel 2 walks the programs last to first (most recently read lines first)
+    # Split rows read once (kernel_coop.py): the programs of a row hold its chunks and exchange their statistics in
+    # one cooperative launch, instead of the two-kernel split that re-reads every chunk. No groups of rows.
+    coop: bool = False
 
     def __post_init__(self) -> None:
         if self.block < 1 or self.block & (self.block - 1):
@@ -88,6 +91,10 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: rows per program are a one-pass layout")
         if self.group_bytes and self.one_pass:
             raise ValueError("LaunchConfig: groups of rows are a split-row layout")
+        if self.coop and self.one_pass:
+            raise ValueError("LaunchConfig: coop (split rows read once) is a split-row layout")
+        if self.coop and self.group_bytes:
+            raise ValueError("LaunchConfig: coop launches all rows at once (group_bytes must be 0)")
 
     def width(self) -> int:
         return self.block + self.piece_b
@@ -96,6 +103,8 @@ class LaunchConfig:
         if self.one_pass:
             pieces = f"{self.block}+{self.piece_b}" if self.piece_b else str(self.block)
             return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}"
+        if self.coop:
+            return f"coop CHUNK={self.block} warps={self.num_warps}"
         group = f"groups<={self.group_bytes / 2**20:g}MiB" if self.group_bytes else "one group"
         return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
 
@@ -221,11 +230,30 @@ def s_block(n: int, cfg: LaunchConfig) -> int:
     return max(MIN_S_BLOCK, triton.next_power_of_2(triton.cdiv(n, cfg.block)))
 
 
+# Split rows read once: programs of the cooperative kernel assumed resident per SM before one was compiled (a
+# launch captured without a GPU, `launch_info`); launch.py asks the driver for the compiled kernel's count.
+COOP_PROGRAMS_PER_SM_GUESS = 4
+COOP_SEEN: dict[tuple, int] = {}  # (device index, chunk, warps, bwd) -> programs per SM the driver counted
+
+
+def coop_groups_bound(chunks: int, device, per_sm: int | None = None) -> int:
+    """Groups of `chunks` programs that can be resident at once on device (0: a row's chunks cannot all be)."""
+    sms = multiprocessor_count(device)
+    return (sms * (per_sm or COOP_PROGRAMS_PER_SM_GUESS)) // chunks
+
+
 def grid_for(m: int, n: int, itemsize: int, cfg: LaunchConfig, device, bwd: bool = False) -> int:
     """Programs of one launch for m rows: one pass, one per tile (at most 4 under the CPU interpreter, where each
     program instance costs ~1 ms: the kernels grid-stride); split rows, one per (row, chunk) of a group of rows."""
     if m == 0 or n == 0:
         return 0
+    if cfg.coop:  # a persistent grid of groups of `chunks` programs (at most as many as are resident: launch.py)
+        chunks = triton.cdiv(n, cfg.block)
+        seen = COOP_SEEN.get((getattr(device, "index", None) or 0, cfg.block, cfg.num_warps, bwd))
+        groups = coop_groups_bound(chunks, device, seen)
+        if groups >= 1:
+            return chunks * min(m, groups)
+        # (a row's chunks cannot all be resident: launch.py takes the two-kernel split, sized below)
     if not cfg.one_pass:
         chunks, rows = split_plan(m, n, itemsize, cfg, bwd)
         return chunks * min(m, rows)
