@@ -5,7 +5,10 @@ for each backward kernel (dK/dV and dQ, the other kernel at its rule's config), 
 last and writes every measurement to JSON. A config that fails to compile or run (out of shared memory, too many
 registers) is recorded with its error and skipped.
 
-  python3 scripts/device/tune_attention.py OUT.json [--budget-s 60] [--head-dims 64 256]
+Each kernel's current rule config is timed first, so a budget that runs out still leaves the rule beside what was
+timed (s18's D=256 dK/dV ran out before it).
+
+  python3 scripts/device/tune_attention.py OUT.json [--budget-s 60] [--head-dims 64 256] [--kernels dkdv dq]
 """
 
 from __future__ import annotations
@@ -47,11 +50,18 @@ def _call(fn, *args):
     return lambda: fn(*args)
 
 
+def _rule_first(kernel: str, d: int, causal: bool, candidates: list[AttnConfig]) -> list[AttnConfig]:
+    """The rule's config, then the other candidates (each once)."""
+    rule = config_for(kernel, d, causal, False)
+    return [rule, *(c for c in candidates if c != rule)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--head-dims", type=int, nargs="*", help="only the shapes of these head dims (default: all)")
+    ap.add_argument("--kernels", nargs="*", choices=["fwd", "dkdv", "dq"], help="only these kernels (default: all)")
     args = ap.parse_args()
     t_end = time.time() + args.budget_s
     records, best = [], []
@@ -70,9 +80,15 @@ def main() -> int:
         default_kv, default_q = config_for("dkdv", d, causal, False), config_for("dq", d, causal, False)
         fwd_args = (q, k, v, None, None, s, s, sc, -1, right, False)
         bwd_args = (q, k, v, out, dout, lse, None, None, None, s, s, sc, -1, right)
-        jobs = [("fwd", c, _call(_forward, *fwd_args, c)) for c in FWD]
-        jobs += [("dkdv", c, _call(_backward, *bwd_args, (c, default_q))) for c in DKDV]
-        jobs += [("dq", c, _call(_backward, *bwd_args, (default_kv, c))) for c in DQ]
+        wanted = set(args.kernels or ("fwd", "dkdv", "dq"))
+        jobs = []
+        if "fwd" in wanted:
+            jobs += [("fwd", c, _call(_forward, *fwd_args, c)) for c in _rule_first("fwd", d, causal, FWD)]
+        if "dkdv" in wanted:
+            jobs += [("dkdv", c, _call(_backward, *bwd_args, (c, default_q)))
+                     for c in _rule_first("dkdv", d, causal, DKDV)]
+        if "dq" in wanted:
+            jobs += [("dq", c, _call(_backward, *bwd_args, (default_kv, c))) for c in _rule_first("dq", d, causal, DQ)]
         per: dict[str, tuple[float, str]] = {}
         for kernel, cfg, fn in jobs:
             rec = {"shape": label, "kernel": kernel, "config": cfg.describe()}

@@ -83,21 +83,22 @@ def test_backward_is_deterministic_with_gqa():
 @pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 def test_tma_forward_candidate_equals_the_pointer_path(d, causal):
-    """The tuning driver's TMA candidate reads the same tiles through the copy engine: the same bits as the
-    shipped pointer loads at the rule's tile, and a packed batch's sequences stay bounded by their descriptors."""
+    """K/V through TMA descriptors read the same tiles as pointer loads (the path where launch.tma_readable refuses):
+    the same bits at the rule's tile, and a packed batch's sequences stay bounded by their descriptors."""
     import dataclasses
 
     from ridgeline.ops.attention.launch import _forward, _prepare
     from ridgeline.ops.attention.rules import config_for
 
     cfg = config_for("fwd", d, causal, False)
+    pointer, tma = dataclasses.replace(cfg, tma=False), dataclasses.replace(cfg, tma=True)  # (the rule may be either)
     q = torch.randn(2, 1000, 8, d, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(2, 1000, 2, d, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
     args = _prepare(q, k, v, causal, None, None, None, None)
-    a = _forward(*args, cfg=cfg)
-    b = _forward(*args, cfg=dataclasses.replace(cfg, tma=True))
+    a = _forward(*args, cfg=pointer)
+    b = _forward(*args, cfg=tma)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     cu = torch.tensor([0, 300, 301, 1000, 2000], dtype=torch.int32, device="cuda")
     args = _prepare(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), causal, None, None, cu, 1000)
-    assert torch.equal(_forward(*args, cfg=cfg)[0], _forward(*args, cfg=dataclasses.replace(cfg, tma=True))[0])
+    assert torch.equal(_forward(*args, cfg=pointer)[0], _forward(*args, cfg=tma)[0])

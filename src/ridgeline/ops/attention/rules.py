@@ -5,11 +5,13 @@ config is the tile (BLOCK_M query rows x BLOCK_N keys), warps and pipeline stage
 batch, the sequence lengths or the heads: a row's result never depends on what else is in the call (batch
 invariance), and the grid is always (tiles of the longest sequence, batch x heads).
 
-Where the numbers come from: D=128's tiles are measured (scripts/device/tune_attention.py on the H200, record
-docs/results/h200-tune-attention-s17.json, B4 S4096 H32/8, full and causal); D=64's and D=256's are still the tiles
-FlashAttention-2-style Triton kernels commonly use on Hopper, kept within sm_90's 228 KB of shared memory per SM and
-255 registers a thread (checked with `ridgeline profile attention` on CPU), and the driver's next run must settle
-them (its 100 s budget ran out after the D=128 shapes).
+Where the numbers come from: the H200 tuning driver (scripts/device/tune_attention.py: every candidate tile timed with
+triton.testing.do_bench, the backward kernels as the whole backward with the other kernel at its rule). D=128: record
+docs/results/h200-tune-attention-s17.json, B4 S4096 H32/8, full and causal. D=64 and D=256: record
+docs/results/h200-tune-attention-d64-d256-s18.json (commit e7399ea, `--head-dims 64 256 --budget-s 100`), causal
+only, B4 S4096 H32/32 D64 (all three kernels) and H16/16 D256 (the forward, one dK/dV tile, no dQ: the budget ran
+out), so D=256's dK/dV and dQ tiles are still the untimed spill-free picks (sm_90's 228 KB of shared memory per SM,
+255 registers a thread, checked with scripts/spills_sm90.py on CPU) and D=16/32 take D=64's tiles untimed.
 """
 
 from __future__ import annotations
@@ -60,15 +62,22 @@ _CPU = AttnConfig(16, 16, 4, 1)
 
 FWD_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter: 16 x 16 tiles cost the least"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 4, 3),
-         "small D: the S tile dominates registers; 4 warps over 128 rows, 3 stages of K/V in shared memory"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3),
+         "measured (H200, s18, B4 S4096 H32/32 D64 causal, h200-tune-attention-d64-d256-s18.json): 128 x 64 on 8 "
+         "warps, 3 stages, pointer loads, 0.748 ms (367 TFLOP/s) vs 0.795 ms (346) for the old 128 x 64 w4 s3 "
+         "(1.06x); 128 x 64 w8 s4 was second (0.761 ms, 361), 64 x 64 w4 s3 TMA third (0.771 ms), this tile through "
+         "TMA 0.805 ms. sm_90: 128/123 registers, 0 spills. Not timed: full attention, D=16/32"),
     Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 64, 4, 3, tma=True),
          "measured (H200, s17): 64 x 64 tiles on 4 warps with K/V through TMA descriptors, 2.21 ms full / 1.21 ms "
          "causal (499 / 453 TFLOP/s) vs 2.50 / 1.40 ms for the old 128 x 64 w8 s3 pointer tiles (1.13x / 1.15x); "
          "128 x 128 w8 s3 TMA was second (2.30 / 1.32 ms). Pointer loads where TMA cannot read (launch.tma_readable)"),
-    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2),
-         "D=256: the 64 x 256 accumulator over 8 warps (4 warps spill 52 B on sm_90); 2 stages of 64 x 256 K and "
-         "V tiles (128 KB) fill shared memory"),
+    Rule("d256", lambda c: True, AttnConfig(128, 64, 8, 2, tma=True),
+         "measured (H200, s18, B4 S4096 H16/16 D256 causal, h200-tune-attention-d64-d256-s18.json): 128 x 64 on 8 "
+         "warps, 2 stages, K/V through TMA descriptors, 1.18 ms (468 TFLOP/s) vs 2.45 ms (224) for the old 64 x 64 "
+         "w8 s2 pointer tile (2.09x; the old tile through TMA: 2.21 ms); 64 x 64 w4 s3 TMA was second (1.26 ms, 438); "
+         "3-stage 128-row tiles are out of shared memory. sm_90: 255/249 registers, 0 spills, 192 KB shared. Not "
+         "timed: full attention, and this tile's pointer loads (the fallback where launch.tma_readable refuses: "
+         "255 registers, 4/4 B spills causal on sm_90)"),
 )
 
 DKDV_RULES: tuple[Rule, ...] = (
@@ -77,28 +86,38 @@ DKDV_RULES: tuple[Rule, ...] = (
     # full / causal). Beyond the 2 x BLOCK_N x D fp32 accumulators, the [BLOCK_N, BLOCK_M] score tiles (st, pt,
     # dpt, dst) live across the inner loop, so BLOCK_M is the knob that frees registers without shrinking BLOCK_N
     # (which sets how often each program re-reads Q and dO). tests/ops/attention/test_attention_spills.py pins 0
-    # (D=128: the measured tile's own spills).
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(32, 128, 8, 3),
-         "2 x 128 x 64 fp32 accumulators over 8 warps, 32-row query tiles: 0 spills, 242/232 registers (64 x 128 "
-         "s3 spilled 80/80 and 28/28 B; 64 x 64 w4: 72 B)"),
+    # for all three kernels' rule tiles at D=64/128/256 (D=128 dK/dV: the measured tile's own spills).
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(32, 64, 4, 3),
+         "measured (H200, s18, B4 S4096 H32/32 D64 causal, the whole backward with dQ at its old rule, "
+         "h200-tune-attention-d64-d256-s18.json): 32 x 64 on 4 warps, 3 stages, 2.94 ms (234 TFLOP/s) vs 3.31 ms "
+         "(208) for the old 32 x 128 w8 s3 (1.12x); 64 x 64 w4 s3 was second (2.97 ms, 232) but spills 352/352 B "
+         "on sm_90; this tile: 0 spills, 244/238 registers. Not timed: full attention, beside the new dQ tile"),
     Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(32, 64, 4, 3),
          "measured (H200, s17, the whole backward): 32 x 64 on 4 warps, 8.66 ms full / 4.68 ms causal vs 13.96 / "
          "9.47 ms for the old 16 x 128 w8 s2 (1.61x / 2.0x) although it spills 412/416 B (492/496 causal) on sm_90 "
          "and the old tile spilled none; 64 x 128 w8 s2 was second (8.74 / 4.71 ms, 256/260 B); "
          "test_attention_spills.py holds the spills to these"),
     Rule("d256", lambda c: True, AttnConfig(16, 32, 8, 2),
-         "D=256: 2 x 32 x 256 fp32 accumulators over 8 warps: 0 spills, 214/222 registers, but 32-key tiles run "
-         "mma.sync, not wgmma (32 x 64 s2 spilled 192/188 and 196/196 B; 16 x 64 s2, on wgmma: 8/8 and 20/20 B; "
-         "the tuning driver should weigh 16 x 64 against this)"),
+         "D=256, untimed: 2 x 32 x 256 fp32 accumulators over 8 warps: 0 spills, 214/222 registers, but 32-key tiles "
+         "run mma.sync, not wgmma (32 x 64 s2 spilled 192/188 and 196/196 B; 16 x 64 s2, on wgmma: 8/8 and 20/20 B). "
+         "Not timed beside the old one: the s18 record's budget ran out after one dK/dV tile, 64 x 64 w8 s2, 9.34 ms "
+         "for the whole backward (147 TFLOP/s; 548/592 B spills on sm_90), and 64 x 128 w8 s2 / 64 x 64 w4 s3 were "
+         "out of shared memory (the s17 bench ran the whole backward on this rule at 20.9 ms: another record)"),
 )
 
 DQ_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3), "one fp32 accumulator (dQ)"),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 64, 4, 3),
+         "measured (H200, s18, B4 S4096 H32/32 D64 causal, the whole backward with dK/dV at its old rule, "
+         "h200-tune-attention-d64-d256-s18.json): 64 x 64 on 4 warps, 3 stages, 3.08 ms (223 TFLOP/s) vs 3.31 ms "
+         "(208) for the old 128 x 64 w8 s3 (1.07x); 128 x 32 w8 s3 was second (3.14 ms, 219). sm_90: 153/146 "
+         "registers, 0 spills. Not timed: full attention, beside the new dK/dV tile"),
     Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 3),
          "128 x 128 dQ accumulator plus q and do tiles in registers over 8 warps; measured (H200, s17, full): 3 "
          "stages 13.73 ms vs 2 stages 14.05 ms for the whole backward (dK/dV at its old rule)"),
-    Rule("d256", lambda c: True, AttnConfig(64, 32, 8, 2), "D=256: small key tiles (k and v both stream)"),
+    Rule("d256", lambda c: True, AttnConfig(64, 32, 8, 2),
+         "D=256, untimed: small key tiles (k and v both stream); sm_90: 225/231 registers, 0 spills. Not timed: the "
+         "s18 record's budget ran out before D=256's dQ"),
 )
 
 _INTERPRETED = interpreter_enabled()
