@@ -10,6 +10,8 @@ Per shape (bf16) and per contract (the training step writes the gradient; the fo
 - split rows (kernel_split.py, the candidate no shipped rule picks): a program per (row, chunk) of 2048-16384
   columns over 4-16 warps; the training step's rows launched in groups of 16/32/48 MiB of logits or as one group
   (kernel 2 re-reads its chunk from L2 while the group fits), and the default once without kernel 2's reverse walk;
+- split rows read once (kernel_coop.py, the training step): one cooperative kernel, chunks of 4096-16384 over
+  4-16 warps (`--layouts coop`: these alone beside the shipped config);
 timed with triton.testing.do_bench (L2 flushed between calls; median), GB/s on the contract's bytes. Each
 candidate's result is checked against the shipped config's (loss within 1e-5, gradient within 2 bf16 ulps); a
 config that fails to compile, raises or disagrees is recorded with its reason and skipped, never a crash. The last
@@ -39,6 +41,8 @@ L2_BUDGETS_MIB = (4, 8, 16, 32)
 # Split rows: (chunk columns, warps) for 16-bit logits (8-64 values a thread), and the group budgets (0: one group).
 SPLIT_LAYOUTS = ((2048, 4), (4096, 4), (4096, 8), (8192, 4), (8192, 8), (8192, 16), (16384, 8), (16384, 16))
 SPLIT_GROUPS_MIB = (16, 32, 48, 0)
+# Split rows read once (kernel_coop.py, the training step only): (chunk columns, warps).
+COOP_LAYOUTS = ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16))
 
 
 def candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
@@ -82,6 +86,15 @@ def split_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tupl
     return out
 
 
+def coop_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
+    """(config, grid (its groups are sized at launch: the chunks of every row, for the record), label) of the
+    split rows read once; the training step only (the forward alone reads the logits once already)."""
+    if not has_grad:
+        return []
+    return [(split_config(v, itemsize, chunk, warps, coop=True), -(-v // chunk) * n, f"coop {chunk} w{warps}")
+            for chunk, warps in COOP_LAYOUTS if chunk <= (1 << (v - 1).bit_length())]
+
+
 def _time(fn, budget_s: float) -> float:
     import triton.testing
 
@@ -94,9 +107,9 @@ def main() -> int:
     ap.add_argument("--json", default="tune-cross_entropy.json")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per candidate")
     ap.add_argument("--shapes", default="", help="NxV,NxV,... (default: the built-in list)")
-    ap.add_argument("--layouts", default="all", choices=("all", "shipped", "split"),
-                    help="candidates: all; the shipped kernel's grid only; the split rows only (each beside the "
-                         "shipped config)")
+    ap.add_argument("--layouts", default="all", choices=("all", "shipped", "split", "coop"),
+                    help="candidates: all; the shipped kernel's grid only; the split rows (two kernels and read "
+                         "once); the split rows read once only (each beside the shipped config)")
     args = ap.parse_args()
     shapes = [tuple(int(p) for p in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     dev = torch.device("cuda")
@@ -119,9 +132,10 @@ def main() -> int:
             ref_loss = L._run(x, t, -100, 0.0, "mean", 0.0, g_arg, False).clone()
             ref_grad = grad.clone() if has_grad else None
             rows = []
-            grid_cands = candidates(n, v, has_grad, sms, 2) if args.layouts != "split" else []
-            split_cands = split_candidates(n, v, has_grad, 2) if args.layouts != "shipped" else []
-            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + grid_cands + split_cands:
+            grid_cands = candidates(n, v, has_grad, sms, 2) if args.layouts in ("all", "shipped") else []
+            split_cands = split_candidates(n, v, has_grad, 2) if args.layouts in ("all", "split") else []
+            coop_cands = coop_candidates(n, v, has_grad, 2) if args.layouts != "shipped" else []
+            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + grid_cands + split_cands + coop_cands:
                 rec = {"contract": contract, "shape": [n, v], "label": label, "config": cfg.describe(), "grid": grid}
                 try:
                     loss = L._run(x, t, -100, 0.0, "mean", 0.0, g_arg, False, cfg, grid)
@@ -148,7 +162,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     best_split = {}
     for r in records:
-        if r["label"].startswith("split") and "gbps" in r:
+        if r["label"].startswith(("split", "coop")) and "gbps" in r:
             key = (r["contract"], f"{r['shape'][0]}x{r['shape'][1]}")
             if key not in best_split or r["gbps"] > best_split[key]["gbps"]:
                 best_split[key] = r

@@ -23,7 +23,9 @@ from __future__ import annotations
 import math
 
 import torch
+import triton
 
+from ridgeline.lib.coop import SplitWorkspace, resident_programs
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -41,6 +43,7 @@ from ridgeline.ops.cross_entropy.kernel import (
     _xent_rows_kernel,
     _xent_scale_kernel,
 )
+from ridgeline.ops.cross_entropy.kernel_coop import _xent_coop
 from ridgeline.ops.cross_entropy.kernel_split import WS_SLOTS, _xent_split_stats, _xent_split_write
 from ridgeline.ops.cross_entropy.rules import (
     FINISH_BLOCK,
@@ -62,6 +65,10 @@ _FINISH = CachedLauncher(_xent_finish_kernel)
 _SCALE = CachedLauncher(_xent_scale_kernel)
 _SPLIT_STATS = CachedLauncher(_xent_split_stats)
 _SPLIT_WRITE = CachedLauncher(_xent_split_write)
+# Split rows read once (kernel_coop.py), its per-stream counters, and (compile key) -> programs resident per SM.
+_COOP = CachedLauncher(_xent_coop)
+_COOP_WORKSPACE = SplitWorkspace()
+_COOP_RESIDENT: dict[tuple, int] = {}
 
 
 def _l2_bytes(device: torch.device) -> int:
@@ -160,7 +167,9 @@ def _run(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: floa
         raise ValueError(f"cfg: {cfg.describe()} does not hold a row of {v} columns")
     g = grad if grad is not None else logits  # (never written without HAS_GRAD)
     if cfg.split:
-        _run_split(logits, target, ignore_index, ls, z, grad, loss_rows, stats, mean, cfg)
+        if not (cfg.coop and grad is not None and _run_coop(logits, target, ignore_index, ls, z, grad, loss_rows,
+                                                            stats, mean, cfg)):
+            _run_split(logits, target, ignore_index, ls, z, grad, loss_rows, stats, mean, cfg)
         if reduction != "none":
             _FINISH.launch(1, (loss_rows, n, stats, loss), {"MEAN": mean, "BLOCK": FINISH_BLOCK}, 4)
         return loss
@@ -206,6 +215,48 @@ def _run_split(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls
         _SPLIT_WRITE.launch(chunks * r if grad is not None else r,
                             (logits, xs, target, ts, loss_rows, g, gs, ws, stats, row0, v // va, ignore_index,
                              ls, z), c2, warps2)
+
+
+def _run_coop(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: float, z: float,
+              grad: torch.Tensor, loss_rows: torch.Tensor, stats: torch.Tensor, mean: bool, cfg: LaunchConfig) -> bool:
+    """The training step's split rows read once (kernel_coop.py): one cooperative launch of as many groups of
+    S = cdiv(V, chunk) programs as are resident at once. False (nothing launched) where a row's S programs cannot
+    all be resident: the caller takes the two-kernel split (the same arithmetic, chunk for chunk)."""
+    n, v = logits.shape
+    item = logits.element_size()
+    chunks = triton.cdiv(v, cfg.block)
+    xa, ga, va = _align(logits.stride(0), item), _align(grad.stride(0), item), _align(v, item)
+    constexprs = {"X_ALIGN": xa, "G_ALIGN": ga, "V_ALIGN": va, "CHUNK": cfg.block, "S_BLOCK": s_block(v, cfg),
+                  "MEAN": mean, "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "PHASE": 0, "EMULATE": _INTERPRETED}
+    ws = torch.empty((n, chunks, WS_SLOTS), dtype=torch.float32, device=logits.device)
+
+    def args_for(sync: torch.Tensor, groups: int) -> tuple:
+        return (logits, logits.stride(0) // xa, target, target.stride(0), loss_rows, grad, grad.stride(0) // ga, ws,
+                stats, sync, n, v // va, ignore_index, groups, ls, z)
+
+    if _INTERPRETED and not logits.is_cuda:  # programs run one after another: publish, then combine and write
+        groups = min(n, 2)
+        _, sync = _COOP_WORKSPACE.get(logits.device, groups, 1)
+        for phase in (1, 2):
+            _COOP.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
+        return True
+    options = {"launch_cooperative_grid": True}
+    # Everything Triton specializes the compile on, so the occupancy is that of the kernel this call launches.
+    ints = (logits.stride(0) // xa, target.stride(0), grad.stride(0) // ga, n, v // va, ignore_index)
+    key = (logits.get_device(), *constexprs.values(), cfg.num_warps, logits.dtype, target.dtype, grad.dtype,
+           *(t.data_ptr() & 15 for t in (logits, target, grad)), *((i == 1, i % 16 == 0, -2**31 <= i < 2**31)
+                                                                   for i in ints))
+    per_sm = _COOP_RESIDENT.get(key)
+    if per_sm is None:
+        _, sync = _COOP_WORKSPACE.get(logits.device, 1, 1)
+        compiled = _COOP.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps, **options)
+        per_sm = _COOP_RESIDENT[key] = resident_programs(logits.device, compiled, cfg.num_warps)
+    groups = min(n, multiprocessor_count(logits.device) * per_sm // chunks)
+    if groups < 1:
+        return False
+    _, sync = _COOP_WORKSPACE.get(logits.device, groups, 1)
+    _COOP.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
+    return True
 
 
 def _target_stats(target: torch.Tensor, v: int, ignore_index: int, check: bool) -> torch.Tensor:

@@ -67,14 +67,22 @@ class LaunchConfig:
     split: bool = False
     group_bytes: int = 0
     reverse: bool = True
+    # Split rows read once (kernel_coop.py, the training step): the programs of a row hold its chunks and exchange
+    # their statistics in one cooperative launch instead of two kernels; the forward alone keeps the split kernels.
+    coop: bool = False
 
     def __post_init__(self) -> None:
         if self.split and (self.single or self.programs_per_sm or self.l2_bound):
             raise ValueError("LaunchConfig: split rows take no single/programs_per_sm/l2_bound")
+        if self.coop and (not self.split or self.group_bytes):
+            raise ValueError("LaunchConfig: coop is a split-row layout launching all rows at once (split=True, "
+                             "group_bytes=0)")
         if self.split and (self.block < 16 or self.block & (self.block - 1)):
             raise ValueError(f"LaunchConfig: the split chunk must be a power of two >= 16, got {self.block}")
 
     def describe(self) -> str:
+        if self.coop:
+            return f"coop CHUNK={self.block} warps={self.num_warps}"
         if self.split:
             group = f"groups {self.group_bytes >> 20} MiB" if self.group_bytes else "one group"
             return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
@@ -116,12 +124,14 @@ def _chunks(case: Case) -> LaunchConfig:
 
 
 def split_config(n_cols: int, itemsize: int, chunk: int = 0, num_warps: int = SPLIT_WARPS,
-                 group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True) -> LaunchConfig:
+                 group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True, coop: bool = False) -> LaunchConfig:
     """The split-row candidate for rows of n_cols (chunk 0: SPLIT_CHUNK_BYTES of the dtype, at most the row's
-    power-of-two width). From V and the dtype only: the row count never changes a chunk."""
+    power-of-two width). From V and the dtype only: the row count never changes a chunk. `coop`: read once
+    (kernel_coop.py; all rows in one launch, so no groups)."""
     if not chunk:
         chunk = max(16, min(SPLIT_CHUNK_BYTES // itemsize, triton.next_power_of_2(n_cols)))
-    return LaunchConfig(chunk, num_warps, False, split=True, group_bytes=group_bytes, reverse=reverse)
+    return LaunchConfig(chunk, num_warps, False, split=True, group_bytes=0 if coop else group_bytes,
+                        reverse=reverse, coop=coop)
 
 
 def _split(case: Case) -> LaunchConfig:

@@ -1,0 +1,113 @@
+"""Split-row cross-entropy read once (the training step): the programs of a row each hold one chunk of its logits in
+registers and exchange their chunk statistics through global memory, then write the gradient from the registers.
+
+kernel_split.py's two kernels read every chunk twice (kernel 2 re-reads what kernel 1 reduced); the one-program
+layouts of kernel.py walk a row twice too. Here a row of V columns is cut into S = cdiv(V, CHUNK) chunks and a
+group of S programs handles rows g, g + groups, ... of a persistent, cooperative grid (lib/coop.py: sized from
+the compiled kernel's occupancy, a per-stream counter per group, reset by the group's last program). Per row each
+program loads its chunk and stores to WS[row, chunk, 0:4] what kernel_split.py's kernel 1 stores (max, sum of exp
+relative to it, the target's logit from the chunk that holds it, the sum of logits with smoothing), arrives at its
+group's counter (release) and waits for the row's S programs (acquire); then it combines the S partials exactly as
+kernel_split.py's kernel 2 (the same block reduction of fixed shape S_BLOCK, from V only), chunk 0 writes the row's
+loss, and every program writes its chunk of the gradient (`_grad_of`, scaled as kernel.py). The same arithmetic
+chunk for chunk as kernel_split.py: deterministic and batch invariant, the same bits.
+
+In place (the gradient over the logits): a program writes only the chunk it read into its registers, after every
+program of the row has published (the target's logit comes from the workspace, never re-read). Ignored rows are
+not read (loss 0, gradient 0); a target outside [0, V) is never an address (its row's loss and gradient are NaN).
+
+The CPU interpreter runs programs one after another, so there it is launched twice (PHASE 1 publishes, PHASE 2
+combines and writes; lib/coop.py); PHASE 0 on the GPU.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ridgeline.lib.coop import arrive_and_wait, keep_in_storage, leave_and_reset
+from ridgeline.lib.rounding import to_storage
+from ridgeline.ops.cross_entropy.kernel import _grad_of
+
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
+
+
+@triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
+def _xent_coop(
+    X, x_stride_q, T, t_stride, LOSS, G, g_stride_q, WS, STATS, SYNC, M, v_q, ignore_index, groups,
+    label_smoothing, z_loss,
+    X_ALIGN: tl.constexpr, G_ALIGN: tl.constexpr, V_ALIGN: tl.constexpr, CHUNK: tl.constexpr,
+    S_BLOCK: tl.constexpr, MEAN: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_Z: tl.constexpr,
+    PHASE: tl.constexpr, EMULATE: tl.constexpr,
+):
+    V = v_q * V_ALIGN
+    n_chunks = tl.cdiv(V, CHUNK)
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    k = pid % n_chunks
+    start = k * CHUNK
+    cols = start + tl.arange(0, CHUNK)
+    mask = cols < V
+    sync = SYNC + group
+    s = tl.arange(0, S_BLOCK)
+    gscale = 1.0
+    if MEAN:
+        gscale = 1.0 / tl.load(STATS).to(tl.float32)  # (0 valid rows: inf, but every row is then ignored)
+    done = 0
+    for r in range(group, M, groups):
+        row = tl.cast(r, tl.int64)
+        t = tl.load(T + row * t_stride).to(tl.int64)
+        valid = t != ignore_index
+        x_row = X + row * x_stride_q * X_ALIGN
+        # (an ignored row is not read: m = -inf, d = 0, never used)
+        x = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"))
+        ws_row = WS + row * n_chunks * 4
+        if PHASE != 2:
+            xf = x.to(tl.float32)
+            m = tl.max(xf, axis=0)
+            m_ref = tl.where(m == float("-inf"), 0.0, m)  # a chunk of only -inf: d = 0, not NaN
+            ws = ws_row + k * 4
+            tl.store(ws, m)
+            tl.store(ws + 1, tl.sum(tl.exp2((xf - m_ref) * LOG2E), axis=0))
+            # The target's logit, from the one chunk that holds it (a scalar load of a line just read: L1/L2).
+            holds = valid & (t >= start) & (t < start + CHUNK) & (t < V)
+            x_t = tl.load(x_row + tl.where(holds, t, 0), mask=holds, other=0.0).to(tl.float32)
+            tl.store(ws + 2, x_t, mask=holds)
+            if HAS_SMOOTH:
+                tl.store(ws + 3, tl.sum(tl.where(mask, xf, 0.0), axis=0))
+        arrive_and_wait(sync, (done + 1) * n_chunks, PHASE)
+        if PHASE != 1:
+            in_range = (t >= 0) & (t < V)
+            # .cg: from L2, never a stale L1 line of this workspace. One reduction of fixed shape.
+            ms = tl.load(ws_row + s * 4, mask=s < n_chunks, other=float("-inf"), cache_modifier=".cg")
+            ds = tl.load(ws_row + s * 4 + 1, mask=s < n_chunks, other=0.0, cache_modifier=".cg")
+            row_m = tl.max(ms, axis=0)
+            row_ref = tl.where(row_m == float("-inf"), 0.0, row_m)  # (an ignored row: lse = -inf, never used)
+            lse = row_ref + tl.log2(tl.sum(ds * tl.exp2((ms - row_ref) * LOG2E), axis=0)) * LN2
+            zfac = 1.0
+            if HAS_Z:
+                zfac = 1.0 + 2.0 * z_loss * lse
+            if k == 0:
+                ok = valid & in_range
+                t_chunk = tl.where(ok, t // CHUNK, 0)
+                loss = lse - tl.load(ws_row + t_chunk * 4 + 2, mask=ok, other=0.0, cache_modifier=".cg")
+                if HAS_SMOOTH:
+                    sum_x = tl.sum(tl.load(ws_row + s * 4 + 3, mask=s < n_chunks, other=0.0, cache_modifier=".cg"),
+                                   axis=0)
+                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_x / V)
+                if HAS_Z:
+                    loss += z_loss * lse * lse
+                tl.store(LOSS + row, tl.where(valid, tl.where(in_range, loss, float("nan")), 0.0))
+            rscale = tl.where(valid, tl.where(in_range, gscale, float("nan")), 0.0)
+            if not EMULATE:  # on the GPU: x held in its storage type through the wait
+                x = keep_in_storage(x)
+            xg = tl.where(mask & valid, x.to(tl.float32), 0.0)  # (kernel_split.py's kernel 2 loads other=0.0)
+            g = _grad_of(xg, cols, t, lse, rscale, zfac, label_smoothing / V, 1.0 - label_smoothing)
+            g = tl.where(valid, g, 0.0)  # (an ignored row: 0, never NaN from 0 * inf)
+            tl.store(G + row * g_stride_q * G_ALIGN + cols, to_storage(g, G.dtype.element_ty, EMULATE), mask=mask)
+        done += 1
+    leave_and_reset(sync, done, n_chunks, PHASE)
+
+
+__all__ = ["_xent_coop", "triton"]
