@@ -28,6 +28,12 @@ def keep_in_storage(x):
     return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=False, pack=1)
 
 
+# Counters of one group each on their own 128-byte line (int32 slots apart): polls of one group never queue
+# behind another group's arrivals at the same L2 line.
+COUNTER_SLOTS = 32  # (the host sizes the counters: groups * COUNTER_SLOTS)
+COUNTER_STRIDE = tl.constexpr(COUNTER_SLOTS)
+
+
 @triton.jit
 def arrive_and_wait(sync, target, PHASE: tl.constexpr):
     """Arrive at the group's counter `sync` (release: this program's partial results, stored before, are ordered
@@ -36,9 +42,12 @@ def arrive_and_wait(sync, target, PHASE: tl.constexpr):
     if PHASE != 2:
         tl.atomic_add(sync, 1, sem="release")
     if PHASE != 1:
-        arrived = tl.atomic_add(sync, 0, sem="acquire")
+        # Poll with plain volatile loads (served by L2, no read-modify-write queued behind the arrivals), then
+        # one acquire: an atomic read of the same count, which orders the partials' loads after it.
+        arrived = tl.load(sync, volatile=True)
         while arrived < target:
-            arrived = tl.atomic_add(sync, 0, sem="acquire")
+            arrived = tl.load(sync, volatile=True)
+        tl.atomic_add(sync, 0, sem="acquire")
 
 
 @triton.jit

@@ -25,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import arrive_and_wait, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import COUNTER_STRIDE, arrive_and_wait, keep_in_storage, leave_and_reset
 from ridgeline.lib.rounding import to_storage
 from ridgeline.ops.cross_entropy.kernel import _grad_of
 
@@ -49,7 +49,7 @@ def _xent_coop(
     start = k * CHUNK
     cols = start + tl.arange(0, CHUNK)
     mask = cols < V
-    sync = SYNC + group
+    sync = SYNC + group * COUNTER_STRIDE
     s = tl.arange(0, S_BLOCK)
     gscale = 1.0
     if MEAN:

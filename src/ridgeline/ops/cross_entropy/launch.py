@@ -25,7 +25,7 @@ import math
 import torch
 import triton
 
-from ridgeline.lib.coop import SplitWorkspace, resident_programs
+from ridgeline.lib.coop import COUNTER_SLOTS, SplitWorkspace, resident_programs
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -236,7 +236,7 @@ def _run_coop(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls:
 
     if _INTERPRETED and not logits.is_cuda:  # programs run one after another: publish, then combine and write
         groups = min(n, 2)
-        _, sync = _COOP_WORKSPACE.get(logits.device, groups, 1)
+        _, sync = _COOP_WORKSPACE.get(logits.device, groups * COUNTER_SLOTS, 1)
         for phase in (1, 2):
             _COOP.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
         return True
@@ -248,13 +248,13 @@ def _run_coop(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls:
                                                                    for i in ints))
     per_sm = _COOP_RESIDENT.get(key)
     if per_sm is None:
-        _, sync = _COOP_WORKSPACE.get(logits.device, 1, 1)
+        _, sync = _COOP_WORKSPACE.get(logits.device, COUNTER_SLOTS, 1)
         compiled = _COOP.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps, **options)
         per_sm = _COOP_RESIDENT[key] = resident_programs(logits.device, compiled, cfg.num_warps)
     groups = min(n, multiprocessor_count(logits.device) * per_sm // chunks)
     if groups < 1:
         return False
-    _, sync = _COOP_WORKSPACE.get(logits.device, groups, 1)
+    _, sync = _COOP_WORKSPACE.get(logits.device, groups * COUNTER_SLOTS, 1)
     _COOP.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
     return True
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import arrive_and_wait, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import COUNTER_STRIDE, arrive_and_wait, keep_in_storage, leave_and_reset
 from ridgeline.lib.rounding import to_storage
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -49,7 +49,7 @@ def _softmax_fwd_coop(
     part = pid % n_chunks
     cols = part * CHUNK + tl.arange(0, CHUNK)
     mask = cols < N
-    sync = SYNC + group
+    sync = SYNC + group * COUNTER_STRIDE
     s = tl.arange(0, S_BLOCK)
     k = 0
     for row in range(group, M, groups):
@@ -93,7 +93,7 @@ def _softmax_bwd_coop(
     part = pid % n_chunks
     cols = part * CHUNK + tl.arange(0, CHUNK)
     mask = cols < N
-    sync = SYNC + group
+    sync = SYNC + group * COUNTER_STRIDE
     s = tl.arange(0, S_BLOCK)
     k = 0
     for row in range(group, M, groups):

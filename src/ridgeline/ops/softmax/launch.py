@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ridgeline.lib.coop import SplitWorkspace, resident_programs
+from ridgeline.lib.coop import COUNTER_SLOTS, SplitWorkspace, resident_programs
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -177,7 +177,7 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
         # Programs run one after another here: PHASE 1 publishes every chunk's statistics, PHASE 2 combines and
         # writes (the same code, the waits already satisfied). Two groups, so the persistent loop is exercised.
         groups = min(m, 2)
-        _, sync = _COOP_WORKSPACE.get(x0.device, groups, 1)
+        _, sync = _COOP_WORKSPACE.get(x0.device, groups * COUNTER_SLOTS, 1)
         for phase in (1, 2):
             launcher.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
         return True
@@ -190,7 +190,7 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
     if per_sm is None and not hasattr(launcher.fn, "warmup"):
         per_sm = COOP_PROGRAMS_PER_SM_GUESS
     elif per_sm is None:
-        _, sync = _COOP_WORKSPACE.get(x0.device, 1, 1)
+        _, sync = _COOP_WORKSPACE.get(x0.device, COUNTER_SLOTS, 1)
         compiled = launcher.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps,
                                       **options)
         per_sm = _COOP_RESIDENT[key] = resident_programs(x0.device, compiled, cfg.num_warps)
@@ -198,7 +198,7 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
     groups = min(m, coop_groups_bound(chunks, x0.device, per_sm))
     if groups < 1:
         return False
-    _, sync = _COOP_WORKSPACE.get(x0.device, groups, 1)
+    _, sync = _COOP_WORKSPACE.get(x0.device, groups * COUNTER_SLOTS, 1)
     launcher.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
     return True
 
