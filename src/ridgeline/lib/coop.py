@@ -42,12 +42,11 @@ def arrive_and_wait(sync, target, PHASE: tl.constexpr):
     if PHASE != 2:
         tl.atomic_add(sync, 1, sem="release")
     if PHASE != 1:
-        # Poll with plain volatile loads (served by L2, no read-modify-write queued behind the arrivals), then
-        # one acquire: an atomic read of the same count, which orders the partials' loads after it.
-        arrived = tl.load(sync, volatile=True)
+        # Polled with acquire atomics. (Volatile-load polls ending in one acquire whose value went unused let the
+        # partials' loads pass the count on the H200, s18: the training step's gradients differed.)
+        arrived = tl.atomic_add(sync, 0, sem="acquire")
         while arrived < target:
-            arrived = tl.load(sync, volatile=True)
-        tl.atomic_add(sync, 0, sem="acquire")
+            arrived = tl.atomic_add(sync, 0, sem="acquire")
 
 
 @triton.jit

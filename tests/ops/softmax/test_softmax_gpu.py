@@ -130,3 +130,68 @@ def test_runs_under_cuda_graph_capture():
         torch.cuda.synchronize()
         assert torch.equal(y, softmax(x))
         assert torch.equal(dx, softmax_backward(softmax(x), g_in))
+
+
+COOP = [(4096, 4), (8192, 8), (16384, 16)]  # chunk (16-bit columns) and warps of the tuning driver's candidates
+
+
+@pytest.mark.parametrize("m, n", [(1, 262144), (64, 262144), (256, 128256), (2048, 65536), (3, 65537)])
+@pytest.mark.parametrize("chunk, warps", COOP, ids=[f"c{c}w{w}" for c, w in COOP])
+def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, warps):
+    """The cooperative kernel (persistent groups, one launch) computes what the two-kernel split does, chunk for
+    chunk: bitwise equal, on Triton's launch path and the cached one, and it leaves its counters at 0."""
+    from ridgeline.ops.softmax import launch
+    from ridgeline.ops.softmax.rules import LaunchConfig
+
+    x = (2 * torch.randn(m, n, device="cuda")).to(torch.bfloat16)
+    g = torch.randn_like(x)
+    split, coop = LaunchConfig(False, chunk, warps), LaunchConfig(False, chunk, warps, coop=True)
+    y, dx = launch._softmax_last(x, split), launch._softmax_backward_last(x, g, split)
+    for _ in range(2):
+        assert torch.equal(launch._softmax_last(x, coop), y)
+        assert torch.equal(launch._softmax_backward_last(x, g, coop), dx)
+    torch.cuda.synchronize()
+    assert not launch._COOP_WORKSPACE.get(x.device, 1, 1)[1].any()
+
+
+def test_split_rows_read_once_on_two_streams_and_in_a_graph():
+    """Two streams at once each take their own counters; a captured graph takes fresh ones; replays agree."""
+    from ridgeline.ops.softmax import launch
+    from ridgeline.ops.softmax.rules import LaunchConfig
+
+    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True)
+    xs = [(2 * torch.randn(512, 131072, device="cuda")).to(torch.bfloat16) for _ in range(2)]
+    want = [launch._softmax_last(x, split) for x in xs]
+    streams = [torch.cuda.Stream() for _ in xs]
+    torch.cuda.synchronize()
+    for _ in range(3):
+        outs = []
+        for x, s in zip(xs, streams):
+            with torch.cuda.stream(s):
+                outs.append(launch._softmax_last(x, coop))
+        torch.cuda.synchronize()
+        assert all(torch.equal(o, w) for o, w in zip(outs, want))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = launch._softmax_last(xs[0], coop)
+    for _ in range(2):
+        xs[0].copy_((2 * torch.randn(xs[0].shape, device="cuda")).to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, launch._softmax_last(xs[0], split))
+
+
+@pytest.mark.parametrize("bwd", [False, True], ids=["forward", "backward"])
+def test_split_rows_read_once_past_2_31_elements(bwd):
+    from ridgeline.ops.softmax import launch
+    from ridgeline.ops.softmax.rules import LaunchConfig
+
+    m, n = HUGE_WIDE
+    assert m * n > 2**31
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True)
+    if bwd:
+        g = torch.randn_like(x)
+        assert torch.equal(launch._softmax_backward_last(x, g, coop), launch._softmax_backward_last(x, g, split))
+    else:
+        assert torch.equal(launch._softmax_last(x, coop), launch._softmax_last(x, split))
