@@ -24,8 +24,10 @@ KERNELS = {"fwd": ("attention", "_attn_fwd"), "dkdv": ("attention_bwd", "_attn_b
 # Spill bytes (stores and loads each) a rule may have because the H200 timed that tile fastest anyway: D=128's dK/dV
 # 32 x 64 w4 s3 spills 412/416 B (full) and 492/496 B (causal) with Triton 3.7.1's ptxas and ran the whole backward
 # 1.61x / 2.0x faster than the spill-free 16 x 128 w8 s2 (docs/results/h200-tune-attention-s17.json). Every other
-# (kernel, head dim): none. The s18 tiles (D=64 all three, D=256 forward through TMA) compile without spills.
-SPILL_ALLOWANCE = {("dkdv", 128): 512}
+# (kernel, head dim): none but D=256's dK/dV 64 x 64 w8 s2, 548/592 B (572/624 causal), which ran the whole backward
+# 2.26x faster than the spill-free 16 x 32 w8 s2 (h200-tune-attention-d256-bwd-s18.json). The other s18 tiles (D=64
+# all three, D=256 forward through TMA) compile without spills.
+SPILL_ALLOWANCE = {("dkdv", 128): 512, ("dkdv", 256): 640}
 
 
 @pytest.fixture(scope="module")

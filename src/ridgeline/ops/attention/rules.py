@@ -97,12 +97,12 @@ DKDV_RULES: tuple[Rule, ...] = (
          "9.47 ms for the old 16 x 128 w8 s2 (1.61x / 2.0x) although it spills 412/416 B (492/496 causal) on sm_90 "
          "and the old tile spilled none; 64 x 128 w8 s2 was second (8.74 / 4.71 ms, 256/260 B); "
          "test_attention_spills.py holds the spills to these"),
-    Rule("d256", lambda c: True, AttnConfig(16, 32, 8, 2),
-         "D=256, untimed: 2 x 32 x 256 fp32 accumulators over 8 warps: 0 spills, 214/222 registers, but 32-key tiles "
-         "run mma.sync, not wgmma (32 x 64 s2 spilled 192/188 and 196/196 B; 16 x 64 s2, on wgmma: 8/8 and 20/20 B). "
-         "Not timed beside the old one: the s18 record's budget ran out after one dK/dV tile, 64 x 64 w8 s2, 9.34 ms "
-         "for the whole backward (147 TFLOP/s; 548/592 B spills on sm_90), and 64 x 128 w8 s2 / 64 x 64 w4 s3 were "
-         "out of shared memory (the s17 bench ran the whole backward on this rule at 20.9 ms: another record)"),
+    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2),
+         "measured (H200, s18, B4 S4096 H16/16 D256 causal, the whole backward, h200-tune-attention-d256-bwd-s18.json"
+         "): 64 x 64 on 8 warps, 2 stages, 9.35 ms vs 21.1 ms for the old 16 x 32 w8 s2 (2.26x) although it spills "
+         "548/592 B (572/624 causal) on sm_90 and the old tile spilled none; 64 x 32 w8 s2 was second (11.1 ms, 172 "
+         "B), 16 x 64 w8 s2 third (13.3 ms, 8/20 B); 64 x 128 and 128 x 64 do not fit shared memory. Full attention "
+         "not timed. test_attention_spills.py holds the spills to these"),
 )
 
 DQ_RULES: tuple[Rule, ...] = (
