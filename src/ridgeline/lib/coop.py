@@ -6,16 +6,21 @@ grid that cannot be co-resident instead of letting it hang), sized from the comp
 (`resident_programs`). PHASE (a constexpr of the helpers) lets the CPU interpreter, which runs programs one after
 another, run such a kernel as two launches: 1 arrives only, 2 waits only (the counts are in), 0 does both (GPU).
 The counters live in a per-stream workspace (`SplitWorkspace`) that the kernels leave at 0.
-Used by ops/rmsnorm/split.py, ops/softmax/kernel_coop.py and ops/cross_entropy/kernel_coop.py.
+`CoopLauncher` is the host side: the compile key, the occupancy, the grid of resident groups and the two phases
+under the interpreter, for any op package's cooperative kernel.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
+
+from ridgeline.lib.fastlaunch import CachedLauncher, _arg_key
+from ridgeline.lib.launch import interpreter_enabled, multiprocessor_count
 
 
 @triton.jit
@@ -32,6 +37,18 @@ def keep_in_storage(x):
 # behind another group's arrivals at the same L2 line.
 COUNTER_SLOTS = 32  # (the host sizes the counters: groups * COUNTER_SLOTS)
 COUNTER_STRIDE = tl.constexpr(COUNTER_SLOTS)
+
+
+@triton.jit
+def coop_program(N, CHUNK: tl.constexpr, SYNC):
+    """This program's place in a grid of groups of cdiv(N, CHUNK) programs, one chunk of a row each: (chunks a
+    row, its group, its chunk, the chunk's columns, their mask against N, its group's counter)."""
+    n_chunks = tl.cdiv(N, CHUNK)
+    pid = tl.program_id(0)
+    group = pid // n_chunks
+    part = pid % n_chunks
+    cols = part * CHUNK + tl.arange(0, CHUNK)
+    return n_chunks, group, part, cols, cols < N, SYNC + group * COUNTER_STRIDE
 
 
 @triton.jit
@@ -118,3 +135,47 @@ def resident_programs(device: torch.device, compiled: object, num_warps: int) ->
     by_threads = threads_per_sm // (32 * num_warps)
     by_smem = smem_per_sm // (shared + 1024)
     return max(1, min(by_regs, by_threads, by_smem, 32))
+
+
+class CoopLauncher:
+    """Launches a cooperative kernel whose runtime parameters end with (SYNC, ..., groups): a persistent grid of as
+    many groups of `chunks` programs as are resident at once, each group with its own counter (COUNTER_SLOTS apart)
+    in a per-stream workspace. Under the CPU interpreter (programs one after another) it launches PHASE 1 then
+    PHASE 2 on two groups. The programs per SM come from the driver's occupancy of the compiled kernel, once per
+    specialization (`guess` where the kernel cannot be compiled first, e.g. a launch captured without a GPU)."""
+
+    def __init__(self, fn: object, guess: int = 4) -> None:
+        self.launcher = CachedLauncher(fn)
+        self.workspace = SplitWorkspace()
+        self.guess = guess
+        self._resident: dict[tuple, int] = {}
+
+    def launch(self, args_for: Callable[[torch.Tensor, int], tuple], constexprs: dict, num_warps: int,
+               chunks: int, rows: int, device: torch.device) -> int:
+        """Launch over `rows` rows; `args_for(sync, groups)` builds the runtime arguments. Returns the programs
+        per SM the grid was sized with, 0 where a row's `chunks` programs cannot all be resident (nothing
+        launched: the caller takes another path)."""
+        if interpreter_enabled() and device.type != "cuda":
+            groups = min(rows, 2)
+            _, sync = self.workspace.get(device, groups * COUNTER_SLOTS, 1)
+            for phase in (1, 2):
+                self.launcher.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase},
+                                     num_warps)
+            return self.guess
+        options = {"launch_cooperative_grid": True}
+        _, sync = self.workspace.get(device, COUNTER_SLOTS, 1)
+        probe = args_for(sync, 1)
+        # What Triton specializes the compile on (groups is not specialized), so the occupancy is this kernel's.
+        key = (device.index, *constexprs.values(), num_warps, *map(_arg_key, probe[:-1]))
+        per_sm = self._resident.get(key)
+        if per_sm is None and not hasattr(self.launcher.fn, "warmup"):
+            per_sm = self.guess
+        elif per_sm is None:
+            compiled = self.launcher.fn.warmup(*probe, grid=(1,), **constexprs, num_warps=num_warps, **options)
+            per_sm = self._resident[key] = resident_programs(device, compiled, num_warps)
+        groups = min(rows, multiprocessor_count(device) * per_sm // chunks)
+        if groups < 1:
+            return 0
+        _, sync = self.workspace.get(device, groups * COUNTER_SLOTS, 1)
+        self.launcher.launch(groups * chunks, args_for(sync, groups), constexprs, num_warps, options=options)
+        return per_sm

@@ -51,7 +51,7 @@ def test_read_once_equals_the_two_kernel_split_bitwise(dtype, kw):
     assert _same(li, want_loss) and _same(gi, want_g)
     (ref_loss,) = reference(x, t, **kw)
     torch.testing.assert_close(loss.double(), ref_loss, atol=2e-5, rtol=2e-5)
-    _, sync = L._COOP_WORKSPACE.get(x.device, 2, 1)
+    _, sync = L._COOP.workspace.get(x.device, 2, 1)
     assert not sync.any(), "the kernel leaves its counters at 0 for the next launch"
 
 
@@ -115,7 +115,7 @@ def test_gpu_read_once_4096x128256(kw, chunk, warps):
         torch.testing.assert_close(ls.double(), ref_loss, atol=1e-3, rtol=1e-5)
         torch.testing.assert_close(gs.double(), ref_g, atol=1e-9, rtol=8e-3)
     torch.cuda.synchronize()
-    assert not L._COOP_WORKSPACE.get(x.device, 1, 1)[1].any()
+    assert not L._COOP.workspace.get(x.device, 1, 1)[1].any()
 
 
 @pytest.mark.gpu

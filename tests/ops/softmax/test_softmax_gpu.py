@@ -151,7 +151,7 @@ def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, wa
         assert torch.equal(launch._softmax_last(x, coop), y)
         assert torch.equal(launch._softmax_backward_last(x, g, coop), dx)
     torch.cuda.synchronize()
-    assert not launch._COOP_WORKSPACE.get(x.device, 1, 1)[1].any()
+    assert not any(c.workspace.get(x.device, 1, 1)[1].any() for c in launch._COOP_LAUNCHERS.values())
 
 
 def test_split_rows_read_once_on_two_streams_and_in_a_graph():

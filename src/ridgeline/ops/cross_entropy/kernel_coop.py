@@ -25,32 +25,25 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import COUNTER_STRIDE, arrive_and_wait, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import arrive_and_wait, coop_program, keep_in_storage, leave_and_reset
 from ridgeline.lib.rounding import to_storage
 from ridgeline.ops.cross_entropy.kernel import _grad_of
+from ridgeline.ops.cross_entropy.kernel_split import _combine_row
 
 LOG2E = tl.constexpr(1.4426950408889634)
-LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
 def _xent_coop(
-    X, x_stride_q, T, t_stride, LOSS, G, g_stride_q, WS, STATS, SYNC, M, v_q, ignore_index, groups,
-    label_smoothing, z_loss,
+    X, x_stride_q, T, t_stride, LOSS, G, g_stride_q, WS, STATS, SYNC, M, v_q, ignore_index, label_smoothing,
+    z_loss, groups,
     X_ALIGN: tl.constexpr, G_ALIGN: tl.constexpr, V_ALIGN: tl.constexpr, CHUNK: tl.constexpr,
     S_BLOCK: tl.constexpr, MEAN: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_Z: tl.constexpr,
     PHASE: tl.constexpr, EMULATE: tl.constexpr,
 ):
     V = v_q * V_ALIGN
-    n_chunks = tl.cdiv(V, CHUNK)
-    pid = tl.program_id(0)
-    group = pid // n_chunks
-    k = pid % n_chunks
+    n_chunks, group, k, cols, mask, sync = coop_program(V, CHUNK, SYNC)
     start = k * CHUNK
-    cols = start + tl.arange(0, CHUNK)
-    mask = cols < V
-    sync = SYNC + group * COUNTER_STRIDE
-    s = tl.arange(0, S_BLOCK)
     gscale = 1.0
     if MEAN:
         gscale = 1.0 / tl.load(STATS).to(tl.float32)  # (0 valid rows: inf, but every row is then ignored)
@@ -79,26 +72,9 @@ def _xent_coop(
         arrive_and_wait(sync, (done + 1) * n_chunks, PHASE)
         if PHASE != 1:
             in_range = (t >= 0) & (t < V)
-            # .cg: from L2, never a stale L1 line of this workspace. One reduction of fixed shape.
-            ms = tl.load(ws_row + s * 4, mask=s < n_chunks, other=float("-inf"), cache_modifier=".cg")
-            ds = tl.load(ws_row + s * 4 + 1, mask=s < n_chunks, other=0.0, cache_modifier=".cg")
-            row_m = tl.max(ms, axis=0)
-            row_ref = tl.where(row_m == float("-inf"), 0.0, row_m)  # (an ignored row: lse = -inf, never used)
-            lse = row_ref + tl.log2(tl.sum(ds * tl.exp2((ms - row_ref) * LOG2E), axis=0)) * LN2
-            zfac = 1.0
-            if HAS_Z:
-                zfac = 1.0 + 2.0 * z_loss * lse
-            if k == 0:
-                ok = valid & in_range
-                t_chunk = tl.where(ok, t // CHUNK, 0)
-                loss = lse - tl.load(ws_row + t_chunk * 4 + 2, mask=ok, other=0.0, cache_modifier=".cg")
-                if HAS_SMOOTH:
-                    sum_x = tl.sum(tl.load(ws_row + s * 4 + 3, mask=s < n_chunks, other=0.0, cache_modifier=".cg"),
-                                   axis=0)
-                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_x / V)
-                if HAS_Z:
-                    loss += z_loss * lse * lse
-                tl.store(LOSS + row, tl.where(valid, tl.where(in_range, loss, float("nan")), 0.0))
+            # .cg: from L2, never a stale L1 line of this workspace (written in this launch).
+            lse, zfac = _combine_row(ws_row, n_chunks, t, valid, in_range, k, LOSS + row, V, label_smoothing,
+                                     z_loss, CHUNK, S_BLOCK, HAS_SMOOTH, HAS_Z, ".cg")
             rscale = tl.where(valid, tl.where(in_range, gscale, float("nan")), 0.0)
             if not EMULATE:  # on the GPU: x held in its storage type through the wait
                 x = keep_in_storage(x)

@@ -95,6 +95,35 @@ def _xent_split_stats(
         tl.store(ws + 3, tl.sum(tl.where(mask, x, 0.0), axis=0))
 
 
+@triton.jit
+def _combine_row(ws_row, n_chunks, t, valid, in_range, k, loss_ptr, V, label_smoothing, z_loss,
+                 CHUNK: tl.constexpr, S_BLOCK: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_Z: tl.constexpr,
+                 CACHE: tl.constexpr):
+    """A row's S partials from its workspace (max, sum of exp, target logit, sum of logits per chunk) combined as
+    one reduction of fixed shape: (lse, the z-loss factor of the gradient); chunk 0 (k == 0) stores the row's loss.
+    CACHE: the loads' cache modifier (".cg" where the workspace was written in the same launch)."""
+    s = tl.arange(0, S_BLOCK)
+    ms = tl.load(ws_row + s * 4, mask=s < n_chunks, other=float("-inf"), cache_modifier=CACHE)
+    ds = tl.load(ws_row + s * 4 + 1, mask=s < n_chunks, other=0.0, cache_modifier=CACHE)
+    m = tl.max(ms, axis=0)
+    m_ref = tl.where(m == float("-inf"), 0.0, m)  # (an ignored row: lse = -inf, never used)
+    lse = m_ref + tl.log2(tl.sum(ds * tl.exp2((ms - m_ref) * LOG2E), axis=0)) * LN2
+    zfac = 1.0
+    if HAS_Z:
+        zfac = 1.0 + 2.0 * z_loss * lse
+    if k == 0:
+        ok = valid & in_range
+        t_chunk = tl.where(ok, t // CHUNK, 0)
+        loss = lse - tl.load(ws_row + t_chunk * 4 + 2, mask=ok, other=0.0, cache_modifier=CACHE)
+        if HAS_SMOOTH:
+            sum_x = tl.sum(tl.load(ws_row + s * 4 + 3, mask=s < n_chunks, other=0.0, cache_modifier=CACHE), axis=0)
+            loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_x / V)
+        if HAS_Z:
+            loss += z_loss * lse * lse
+        tl.store(loss_ptr, tl.where(valid, tl.where(in_range, loss, float("nan")), 0.0))
+    return lse, zfac
+
+
 @triton.jit(do_not_specialize=["row0"])
 def _xent_split_write(
     X, x_stride_q, T, t_stride, LOSS, G, g_stride_q, WS, STATS, row0, v_q, ignore_index,
@@ -118,29 +147,9 @@ def _xent_split_write(
     t = tl.load(T + row * t_stride).to(tl.int64)
     valid = t != ignore_index
     in_range = (t >= 0) & (t < V)
-    s = tl.arange(0, S_BLOCK)
     ws_row = WS + row * n_chunks * 4
-    ms = tl.load(ws_row + s * 4, mask=s < n_chunks, other=float("-inf"))
-    ds = tl.load(ws_row + s * 4 + 1, mask=s < n_chunks, other=0.0)
-    m = tl.max(ms, axis=0)
-    m_ref = tl.where(m == float("-inf"), 0.0, m)  # (an ignored row: lse = -inf, never used)
-    d = tl.sum(ds * tl.exp2((ms - m_ref) * LOG2E), axis=0)
-    lse = m_ref + tl.log2(d) * LN2
-    zfac = 1.0
-    if HAS_Z:
-        zfac = 1.0 + 2.0 * z_loss * lse
-    if k == 0:
-        ok = valid & in_range
-        t_chunk = tl.where(ok, t // CHUNK, 0)
-        x_t = tl.load(ws_row + t_chunk * 4 + 2, mask=ok, other=0.0)
-        loss = lse - x_t
-        if HAS_SMOOTH:
-            sum_x = tl.sum(tl.load(ws_row + s * 4 + 3, mask=s < n_chunks, other=0.0), axis=0)
-            loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_x / V)
-        if HAS_Z:
-            loss += z_loss * lse * lse
-        loss = tl.where(valid, tl.where(in_range, loss, float("nan")), 0.0)
-        tl.store(LOSS + row, loss)
+    lse, zfac = _combine_row(ws_row, n_chunks, t, valid, in_range, k, LOSS + row, V, label_smoothing, z_loss,
+                             CHUNK, S_BLOCK, HAS_SMOOTH, HAS_Z, "")
     if HAS_GRAD:
         gscale = 1.0
         if MEAN:

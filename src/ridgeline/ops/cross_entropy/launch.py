@@ -25,7 +25,7 @@ import math
 import torch
 import triton
 
-from ridgeline.lib.coop import COUNTER_SLOTS, SplitWorkspace, resident_programs
+from ridgeline.lib.coop import CoopLauncher
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -65,10 +65,8 @@ _FINISH = CachedLauncher(_xent_finish_kernel)
 _SCALE = CachedLauncher(_xent_scale_kernel)
 _SPLIT_STATS = CachedLauncher(_xent_split_stats)
 _SPLIT_WRITE = CachedLauncher(_xent_split_write)
-# Split rows read once (kernel_coop.py), its per-stream counters, and (compile key) -> programs resident per SM.
-_COOP = CachedLauncher(_xent_coop)
-_COOP_WORKSPACE = SplitWorkspace()
-_COOP_RESIDENT: dict[tuple, int] = {}
+# Split rows read once (kernel_coop.py).
+_COOP = CoopLauncher(_xent_coop)
 
 
 def _l2_bytes(device: torch.device) -> int:
@@ -232,31 +230,9 @@ def _run_coop(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls:
 
     def args_for(sync: torch.Tensor, groups: int) -> tuple:
         return (logits, logits.stride(0) // xa, target, target.stride(0), loss_rows, grad, grad.stride(0) // ga, ws,
-                stats, sync, n, v // va, ignore_index, groups, ls, z)
+                stats, sync, n, v // va, ignore_index, ls, z, groups)
 
-    if _INTERPRETED and not logits.is_cuda:  # programs run one after another: publish, then combine and write
-        groups = min(n, 2)
-        _, sync = _COOP_WORKSPACE.get(logits.device, groups * COUNTER_SLOTS, 1)
-        for phase in (1, 2):
-            _COOP.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
-        return True
-    options = {"launch_cooperative_grid": True}
-    # Everything Triton specializes the compile on, so the occupancy is that of the kernel this call launches.
-    ints = (logits.stride(0) // xa, target.stride(0), grad.stride(0) // ga, n, v // va, ignore_index)
-    key = (logits.get_device(), *constexprs.values(), cfg.num_warps, logits.dtype, target.dtype, grad.dtype,
-           *(t.data_ptr() & 15 for t in (logits, target, grad)), *((i == 1, i % 16 == 0, -2**31 <= i < 2**31)
-                                                                   for i in ints))
-    per_sm = _COOP_RESIDENT.get(key)
-    if per_sm is None:
-        _, sync = _COOP_WORKSPACE.get(logits.device, COUNTER_SLOTS, 1)
-        compiled = _COOP.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps, **options)
-        per_sm = _COOP_RESIDENT[key] = resident_programs(logits.device, compiled, cfg.num_warps)
-    groups = min(n, multiprocessor_count(logits.device) * per_sm // chunks)
-    if groups < 1:
-        return False
-    _, sync = _COOP_WORKSPACE.get(logits.device, groups * COUNTER_SLOTS, 1)
-    _COOP.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
-    return True
+    return _COOP.launch(args_for, constexprs, cfg.num_warps, chunks, n, logits.device) > 0
 
 
 def _target_stats(target: torch.Tensor, v: int, ignore_index: int, check: bool) -> torch.Tensor:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import COUNTER_STRIDE, arrive_and_wait, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import arrive_and_wait, coop_program, keep_in_storage, leave_and_reset
 from ridgeline.lib.rounding import to_storage
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -43,13 +43,7 @@ def _softmax_fwd_coop(
     S_BLOCK: tl.constexpr, PHASE: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
-    n_chunks = tl.cdiv(N, CHUNK)
-    pid = tl.program_id(0)
-    group = pid // n_chunks
-    part = pid % n_chunks
-    cols = part * CHUNK + tl.arange(0, CHUNK)
-    mask = cols < N
-    sync = SYNC + group * COUNTER_STRIDE
+    n_chunks, group, part, cols, mask, sync = coop_program(N, CHUNK, SYNC)
     s = tl.arange(0, S_BLOCK)
     k = 0
     for row in range(group, M, groups):
@@ -87,13 +81,7 @@ def _softmax_bwd_coop(
     CHUNK: tl.constexpr, S_BLOCK: tl.constexpr, PHASE: tl.constexpr, EMULATE_RNE: tl.constexpr,
 ):
     N = n_q * N_ALIGN
-    n_chunks = tl.cdiv(N, CHUNK)
-    pid = tl.program_id(0)
-    group = pid // n_chunks
-    part = pid % n_chunks
-    cols = part * CHUNK + tl.arange(0, CHUNK)
-    mask = cols < N
-    sync = SYNC + group * COUNTER_STRIDE
+    n_chunks, group, part, cols, mask, sync = coop_program(N, CHUNK, SYNC)
     s = tl.arange(0, S_BLOCK)
     k = 0
     for row in range(group, M, groups):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ridgeline.lib.coop import COUNTER_SLOTS, SplitWorkspace, resident_programs
+from ridgeline.lib.coop import CoopLauncher
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
@@ -36,7 +36,6 @@ from ridgeline.ops.softmax.rules import (
     COOP_SEEN,
     LaunchConfig,
     config_for,
-    coop_groups_bound,
     grid_for,
     s_block,
     split_plan,
@@ -49,11 +48,9 @@ _SPLIT_LAUNCHERS = {
     False: (CachedLauncher(_softmax_fwd_split_stats), CachedLauncher(_softmax_fwd_split_write)),
     True: (CachedLauncher(_softmax_bwd_split_dot), CachedLauncher(_softmax_bwd_split_write)),
 }
-# Split rows read once, per direction (kernel_coop.py), their per-stream counters, and (compile key) -> programs
-# resident per SM that the driver counted for the compiled kernel.
-_COOP_LAUNCHERS = {False: CachedLauncher(_softmax_fwd_coop), True: CachedLauncher(_softmax_bwd_coop)}
-_COOP_WORKSPACE = SplitWorkspace()
-_COOP_RESIDENT: dict[tuple, int] = {}
+# Split rows read once, per direction (kernel_coop.py).
+_COOP_LAUNCHERS = {False: CoopLauncher(_softmax_fwd_coop, COOP_PROGRAMS_PER_SM_GUESS),
+                   True: CoopLauncher(_softmax_bwd_coop, COOP_PROGRAMS_PER_SM_GUESS)}
 
 
 def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -164,7 +161,6 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
     aligns = _alignments(n, x0.dtype.itemsize, strides)
     constexprs = _align_constexprs(bwd, aligns)
     constexprs.update(CHUNK=cfg.block, S_BLOCK=s_block(n, cfg), PHASE=0, EMULATE_RNE=_INTERPRETED)
-    launcher = _COOP_LAUNCHERS[bwd]
     ws = torch.empty(m * chunks * (1 if bwd else 2), dtype=torch.float32, device=x0.device)
 
     def args_for(sync: torch.Tensor, groups: int) -> tuple:
@@ -173,34 +169,10 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
             pairs += [t, s // a]
         return (*pairs, ws, sync, m, n // aligns[0], groups)
 
-    if _INTERPRETED and not x0.is_cuda:
-        # Programs run one after another here: PHASE 1 publishes every chunk's statistics, PHASE 2 combines and
-        # writes (the same code, the waits already satisfied). Two groups, so the persistent loop is exercised.
-        groups = min(m, 2)
-        _, sync = _COOP_WORKSPACE.get(x0.device, groups * COUNTER_SLOTS, 1)
-        for phase in (1, 2):
-            launcher.launch(groups * chunks, args_for(sync, groups), {**constexprs, "PHASE": phase}, cfg.num_warps)
-        return True
-    options = {"launch_cooperative_grid": True}
-    # Everything Triton specializes the compile on, so the occupancy is that of the kernel this call launches.
-    ints = (*(s // a for s, a in zip(strides, aligns[1:], strict=True)), m, n // aligns[0])
-    key = (x0.get_device(), bwd, *constexprs.values(), cfg.num_warps, *(t.dtype for t in tensors),
-           *(t.data_ptr() & 15 for t in tensors), *((i == 1, i % 16 == 0, i < 2**31) for i in ints))
-    per_sm = _COOP_RESIDENT.get(key)
-    if per_sm is None and not hasattr(launcher.fn, "warmup"):
-        per_sm = COOP_PROGRAMS_PER_SM_GUESS
-    elif per_sm is None:
-        _, sync = _COOP_WORKSPACE.get(x0.device, COUNTER_SLOTS, 1)
-        compiled = launcher.fn.warmup(*args_for(sync, 1), grid=(1,), **constexprs, num_warps=cfg.num_warps,
-                                      **options)
-        per_sm = _COOP_RESIDENT[key] = resident_programs(x0.device, compiled, cfg.num_warps)
-    COOP_SEEN[(x0.get_device(), cfg.block, cfg.num_warps, bwd)] = per_sm
-    groups = min(m, coop_groups_bound(chunks, x0.device, per_sm))
-    if groups < 1:
-        return False
-    _, sync = _COOP_WORKSPACE.get(x0.device, groups * COUNTER_SLOTS, 1)
-    launcher.launch(groups * chunks, args_for(sync, groups), constexprs, cfg.num_warps, options=options)
-    return True
+    per_sm = _COOP_LAUNCHERS[bwd].launch(args_for, constexprs, cfg.num_warps, chunks, m, x0.device)
+    if per_sm:
+        COOP_SEEN[(x0.get_device(), cfg.block, cfg.num_warps, bwd)] = per_sm
+    return per_sm > 0
 
 
 def _split_args(tensors: tuple[torch.Tensor, ...], strides: tuple[int, ...], aligns: tuple[int, ...],
