@@ -91,8 +91,10 @@ def coop_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tuple
     split rows read once; the training step only (the forward alone reads the logits once already)."""
     if not has_grad:
         return []
-    return [(split_config(v, itemsize, chunk, warps, coop=True), -(-v // chunk) * n, f"coop {chunk} w{warps}")
-            for chunk, warps in COOP_LAYOUTS if chunk <= (1 << (v - 1).bit_length())]
+    # (prefetch: each program loads its group's next row while this row's group is awaited)
+    return [(split_config(v, itemsize, chunk, warps, coop=True, prefetch=pf), -(-v // chunk) * n,
+             f"coop {chunk} w{warps}" + (" prefetch" if pf else ""))
+            for chunk, warps in COOP_LAYOUTS if chunk <= (1 << (v - 1).bit_length()) for pf in (False, True)]
 
 
 def _time(fn, budget_s: float) -> float:

@@ -71,6 +71,9 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
             for warps in (4, 8, 16):
                 if 8 <= chunk // (32 * warps) <= 64:
                     out.append((f"coop c{chunk} w{warps}", LaunchConfig(False, chunk, warps, coop=True)))
+                    # (prefetch: each program loads its group's next row while this row's group is awaited)
+                    out.append((f"coop c{chunk} w{warps} prefetch",
+                                LaunchConfig(False, chunk, warps, coop=True, prefetch=True)))
         # ... and, at the shipped chunk, the groups of rows per kernel pair and kernel 2's walk order.
         base = shipped if not shipped.one_pass else _split_default(itemsize)
         for mib in (0, 16, 24, 48):

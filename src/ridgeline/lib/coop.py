@@ -52,18 +52,31 @@ def coop_program(N, CHUNK: tl.constexpr, SYNC):
 
 
 @triton.jit
-def arrive_and_wait(sync, target, PHASE: tl.constexpr):
+def arrive(sync, PHASE: tl.constexpr):
     """Arrive at the group's counter `sync` (release: this program's partial results, stored before, are ordered
-    before the count), then wait until it reaches `target` (acquire). Scalar stores and atomics are issued by one
-    thread of the program, after the reduction's barrier."""
+    before the count). Scalar stores and atomics are issued by one thread of the program, after the reduction's
+    barrier."""
     if PHASE != 2:
         tl.atomic_add(sync, 1, sem="release")
+
+
+@triton.jit
+def wait_for(sync, target, PHASE: tl.constexpr):
+    """Wait until the group's counter `sync` reaches `target` (acquire: the partials read after are the ones
+    stored before the arrivals counted). Loads issued before the wait stay in flight through it (a prefetch)."""
     if PHASE != 1:
         # Polled with acquire atomics. (Volatile-load polls ending in one acquire whose value went unused let the
         # partials' loads pass the count on the H200, s18: the training step's gradients differed.)
         arrived = tl.atomic_add(sync, 0, sem="acquire")
         while arrived < target:
             arrived = tl.atomic_add(sync, 0, sem="acquire")
+
+
+@triton.jit
+def arrive_and_wait(sync, target, PHASE: tl.constexpr):
+    """`arrive`, then `wait_for` target."""
+    arrive(sync, PHASE)
+    wait_for(sync, target, PHASE)
 
 
 @triton.jit

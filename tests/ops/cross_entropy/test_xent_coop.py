@@ -31,19 +31,22 @@ def _call(x, t, cfg, inplace=False, label_smoothing=0.0, reduction="mean", z_los
     return L._run(x, t, ii, ls, reduction, z, g, False, cfg), g
 
 
-def _pair(v, chunk, itemsize=2, warps=4):
-    return split_config(v, itemsize, chunk, warps, 0), split_config(v, itemsize, chunk, warps, coop=True)
+def _pair(v, chunk, itemsize=2, warps=4, prefetch=False):
+    return (split_config(v, itemsize, chunk, warps, 0),
+            split_config(v, itemsize, chunk, warps, coop=True, prefetch=prefetch))
 
 
 def _same(a, b):
     return torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+# (prefetch: each program loads the group's next row before it waits; under the interpreter, 2 groups of 5 rows:
+# the prefetch past the last row is masked.)
+@pytest.mark.parametrize("dtype, prefetch", [(d, False) for d in DTYPES] + [(torch.bfloat16, True)])
 @pytest.mark.parametrize("kw", OPTIONS, ids=lambda k: "+".join(f"{a}={b}" for a, b in k.items()) or "plain")
-def test_read_once_equals_the_two_kernel_split_bitwise(dtype, kw):
+def test_read_once_equals_the_two_kernel_split_bitwise(dtype, prefetch, kw):
     x, t = _inputs(5, 700, dtype)
-    split, coop = _pair(700, 128)  # 6 chunks, the last of 60 columns
+    split, coop = _pair(700, 128, prefetch=prefetch)  # 6 chunks, the last of 60 columns
     loss, g = _call(x, t, coop, **kw)
     want_loss, want_g = _call(x, t, split, **kw)
     assert _same(loss, want_loss) and _same(g, want_g)
@@ -63,9 +66,10 @@ def test_chunk_counts_and_strided_logits(v, chunk):
     assert _same(loss, want_loss) and _same(g, want_g)
 
 
-def test_ignored_bad_nan_and_minus_inf_rows():
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_ignored_bad_nan_and_minus_inf_rows(prefetch):
     x, t = _inputs(6, 300, torch.float32)
-    split, coop = _pair(300, 64, itemsize=4)
+    split, coop = _pair(300, 64, itemsize=4, prefetch=prefetch)
     t[0] = IGNORE_INDEX
     t[2], t[3] = 300, -5  # out of range: NaN rows, never an address
     x[4, 7] = float("nan")
@@ -87,6 +91,9 @@ def test_a_row_alone_gets_the_bits_it_gets_in_the_batch():
 
 def test_coop_is_a_split_layout_without_groups():
     assert split_config(128256, 2, coop=True).describe() == "coop CHUNK=8192 warps=8"
+    assert split_config(128256, 2, coop=True, prefetch=True).describe() == "coop CHUNK=8192 warps=8 prefetch"
+    with pytest.raises(ValueError, match="prefetch"):
+        split_config(128256, 2, prefetch=True)
     with pytest.raises(ValueError, match="coop"):
         LaunchConfig(8192, 8, False, coop=True)
     with pytest.raises(ValueError, match="coop"):
@@ -97,10 +104,11 @@ def test_coop_is_a_split_layout_without_groups():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kw", [{}, {"label_smoothing": 0.1, "z_loss": 1e-4, "reduction": "none"}])
 @pytest.mark.parametrize("chunk, warps", [(4096, 4), (8192, 8), (16384, 16)])
-def test_gpu_read_once_4096x128256(kw, chunk, warps):
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_gpu_read_once_4096x128256(kw, chunk, warps, prefetch):
     x, t = _inputs(4096, 128256, torch.bfloat16, device="cuda")
     split = split_config(128256, 2, chunk, warps, 0)
-    coop = split_config(128256, 2, chunk, warps, coop=True)
+    coop = split_config(128256, 2, chunk, warps, coop=True, prefetch=prefetch)
     loss, g = _call(x, t, coop, **kw)
     want_loss, want_g = _call(x, t, split, **kw)
     assert torch.equal(loss, want_loss) and torch.equal(g, want_g)
@@ -119,8 +127,10 @@ def test_gpu_read_once_4096x128256(kw, chunk, warps):
 
 
 @pytest.mark.gpu
-def test_gpu_read_once_on_two_streams_and_in_a_graph():
-    split, coop = split_config(151936, 2, 8192, 8, 0), split_config(151936, 2, 8192, 8, coop=True)
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_gpu_read_once_on_two_streams_and_in_a_graph(prefetch):
+    split = split_config(151936, 2, 8192, 8, 0)
+    coop = split_config(151936, 2, 8192, 8, coop=True, prefetch=prefetch)
     inputs = [_inputs(1024, 151936, torch.bfloat16, seed=s, device="cuda") for s in (1, 2)]
     want = [_call(x, t, split, reduction="none") for x, t in inputs]
     streams = [torch.cuda.Stream() for _ in inputs]
@@ -146,11 +156,12 @@ def test_gpu_read_once_on_two_streams_and_in_a_graph():
 
 
 @pytest.mark.gpu
-def test_gpu_read_once_more_than_2_31_logits():
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_gpu_read_once_more_than_2_31_logits(prefetch):
     n, v = HUGE
     x, t = _inputs(n, v, torch.bfloat16, device="cuda")
     t[-1] = v - 1
-    split, coop = split_config(v, 2), split_config(v, 2, coop=True)
+    split, coop = split_config(v, 2), split_config(v, 2, coop=True, prefetch=prefetch)
     rows, g = _call(x, t, coop, reduction="none")
     want_rows, want_g = _call(x, t, split, reduction="none")
     assert torch.equal(rows, want_rows) and torch.equal(g, want_g)

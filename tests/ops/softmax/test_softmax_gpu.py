@@ -137,7 +137,8 @@ COOP = [(4096, 4), (8192, 8), (16384, 16)]  # chunk (16-bit columns) and warps o
 
 @pytest.mark.parametrize("m, n", [(1, 262144), (64, 262144), (256, 128256), (2048, 65536), (3, 65537)])
 @pytest.mark.parametrize("chunk, warps", COOP, ids=[f"c{c}w{w}" for c, w in COOP])
-def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, warps):
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, warps, prefetch):
     """The cooperative kernel (persistent groups, one launch) computes what the two-kernel split does, chunk for
     chunk: bitwise equal, on Triton's launch path and the cached one, and it leaves its counters at 0."""
     from ridgeline.ops.softmax import launch
@@ -145,7 +146,7 @@ def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, wa
 
     x = (2 * torch.randn(m, n, device="cuda")).to(torch.bfloat16)
     g = torch.randn_like(x)
-    split, coop = LaunchConfig(False, chunk, warps), LaunchConfig(False, chunk, warps, coop=True)
+    split, coop = LaunchConfig(False, chunk, warps), LaunchConfig(False, chunk, warps, coop=True, prefetch=prefetch)
     y, dx = launch._softmax_last(x, split), launch._softmax_backward_last(x, g, split)
     for _ in range(2):
         assert torch.equal(launch._softmax_last(x, coop), y)
@@ -154,12 +155,13 @@ def test_split_rows_read_once_equal_the_two_kernel_split_bitwise(m, n, chunk, wa
     assert not any(c.workspace.get(x.device, 1, 1)[1].any() for c in launch._COOP_LAUNCHERS.values())
 
 
-def test_split_rows_read_once_on_two_streams_and_in_a_graph():
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_split_rows_read_once_on_two_streams_and_in_a_graph(prefetch):
     """Two streams at once each take their own counters; a captured graph takes fresh ones; replays agree."""
     from ridgeline.ops.softmax import launch
     from ridgeline.ops.softmax.rules import LaunchConfig
 
-    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True)
+    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True, prefetch=prefetch)
     xs = [(2 * torch.randn(512, 131072, device="cuda")).to(torch.bfloat16) for _ in range(2)]
     want = [launch._softmax_last(x, split) for x in xs]
     streams = [torch.cuda.Stream() for _ in xs]
@@ -182,14 +184,15 @@ def test_split_rows_read_once_on_two_streams_and_in_a_graph():
 
 
 @pytest.mark.parametrize("bwd", [False, True], ids=["forward", "backward"])
-def test_split_rows_read_once_past_2_31_elements(bwd):
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_split_rows_read_once_past_2_31_elements(bwd, prefetch):
     from ridgeline.ops.softmax import launch
     from ridgeline.ops.softmax.rules import LaunchConfig
 
     m, n = HUGE_WIDE
     assert m * n > 2**31
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True)
+    split, coop = LaunchConfig(False, 8192, 8), LaunchConfig(False, 8192, 8, coop=True, prefetch=prefetch)
     if bwd:
         g = torch.randn_like(x)
         assert torch.equal(launch._softmax_backward_last(x, g, coop), launch._softmax_backward_last(x, g, split))

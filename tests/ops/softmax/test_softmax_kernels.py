@@ -227,12 +227,13 @@ def test_groups_of_rows_and_the_walk_order_change_no_bit():
 
 # Split rows read once (kernel_coop.py) by hand: under the interpreter two launches (publish, then combine and
 # write) on the same workspace, two groups of programs so the persistent row loop runs; the same chunks as SPLITS.
-@pytest.mark.parametrize("dtype", DTYPES)
+# (prefetch: each program loads its group's next row before it waits; the prefetch past the last row is masked.)
+@pytest.mark.parametrize("dtype, prefetch", [(d, False) for d in DTYPES] + [(torch.bfloat16, True)])
 @pytest.mark.parametrize("n, cfg", SPLITS, ids=["1-chunk", "1-ragged-chunk", "36-chunks", "8-chunks"])
-def test_split_rows_read_once_match_fp64_and_the_two_kernel_split_bitwise(dtype, n, cfg):
+def test_split_rows_read_once_match_fp64_and_the_two_kernel_split_bitwise(dtype, prefetch, n, cfg):
     from dataclasses import replace
 
-    coop = replace(cfg, coop=True)
+    coop = replace(cfg, coop=True, prefetch=prefetch)
     x = rand(5, n, dtype=dtype)
     x[1, : n // 2] = float("-inf")  # whole chunks of -inf in a finite row give 0
     x[2, n - 1] = float("nan")  # a NaN in the last chunk: the row is NaN
@@ -249,10 +250,11 @@ def test_split_rows_read_once_match_fp64_and_the_two_kernel_split_bitwise(dtype,
         assert not direction.workspace.get(x.device, 2, 1)[1].any(), "the kernels leave their counters at 0"
 
 
-def test_split_rows_read_once_on_strided_rows_and_one_row():
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_split_rows_read_once_on_strided_rows_and_one_row(prefetch):
     from dataclasses import replace
 
-    cfg = replace(SPLITS[2][1], coop=True)
+    cfg = replace(SPLITS[2][1], coop=True, prefetch=prefetch)
     buf = rand(3, 9013)
     x = buf[:, 5:5 + 9000]  # unaligned start and stride: read in place
     assert_close(launch._softmax_last(x, cfg), torch.softmax(x.double(), -1), torch.float32)

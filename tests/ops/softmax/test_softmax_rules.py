@@ -89,6 +89,9 @@ def test_config_is_checked_cached_and_describes_itself():
 def test_the_read_once_split_is_a_split_layout_without_groups():
     cfg = LaunchConfig(False, 8192, 8, coop=True)
     assert cfg.describe() == "coop CHUNK=8192 warps=8"
+    assert LaunchConfig(False, 8192, 8, coop=True, prefetch=True).describe() == "coop CHUNK=8192 warps=8 prefetch"
+    with pytest.raises(ValueError, match="prefetch"):
+        LaunchConfig(False, 8192, 8, prefetch=True)
     with pytest.raises(ValueError, match="coop"):
         LaunchConfig(True, 8192, 8, coop=True)
     with pytest.raises(ValueError, match="group_bytes must be 0"):

@@ -25,12 +25,21 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import arrive_and_wait, coop_program, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import arrive, arrive_and_wait, coop_program, keep_in_storage, leave_and_reset, wait_for
 from ridgeline.lib.rounding import to_storage
 from ridgeline.ops.cross_entropy.kernel import _grad_of
 from ridgeline.ops.cross_entropy.kernel_split import _combine_row
 
 LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _target_and_chunk(X, x_stride_q, T, t_stride, row, M, ignore_index, cols, mask, X_ALIGN: tl.constexpr):
+    """Row `row`'s target (int64; ignore_index past the last row) and this program's chunk of its logits. An
+    ignored row (or one past the last) is not read: -inf, its m = -inf and d = 0 are never used."""
+    t = tl.load(T + row * t_stride, mask=row < M, other=ignore_index).to(tl.int64)
+    x = tl.load(X + row * x_stride_q * X_ALIGN + cols, mask=mask & (t != ignore_index), other=float("-inf"))
+    return t, x
 
 
 @triton.jit(do_not_specialize=["groups"])  # the grid is sized from this very kernel's occupancy: one compile
@@ -39,7 +48,7 @@ def _xent_coop(
     z_loss, groups,
     X_ALIGN: tl.constexpr, G_ALIGN: tl.constexpr, V_ALIGN: tl.constexpr, CHUNK: tl.constexpr,
     S_BLOCK: tl.constexpr, MEAN: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_Z: tl.constexpr,
-    PHASE: tl.constexpr, EMULATE: tl.constexpr,
+    PHASE: tl.constexpr, EMULATE: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     V = v_q * V_ALIGN
     n_chunks, group, k, cols, mask, sync = coop_program(V, CHUNK, SYNC)
@@ -48,13 +57,15 @@ def _xent_coop(
     if MEAN:
         gscale = 1.0 / tl.load(STATS).to(tl.float32)  # (0 valid rows: inf, but every row is then ignored)
     done = 0
+    if PREFETCH:
+        t, x = _target_and_chunk(X, x_stride_q, T, t_stride, tl.cast(group, tl.int64), M, ignore_index, cols, mask,
+                                 X_ALIGN)
     for r in range(group, M, groups):
         row = tl.cast(r, tl.int64)
-        t = tl.load(T + row * t_stride).to(tl.int64)
+        if not PREFETCH:
+            t, x = _target_and_chunk(X, x_stride_q, T, t_stride, row, M, ignore_index, cols, mask, X_ALIGN)
         valid = t != ignore_index
         x_row = X + row * x_stride_q * X_ALIGN
-        # (an ignored row is not read: m = -inf, d = 0, never used)
-        x = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"))
         ws_row = WS + row * n_chunks * 4
         if PHASE != 2:
             xf = x.to(tl.float32)
@@ -69,7 +80,13 @@ def _xent_coop(
             tl.store(ws + 2, x_t, mask=holds)
             if HAS_SMOOTH:
                 tl.store(ws + 3, tl.sum(tl.where(mask, xf, 0.0), axis=0))
-        arrive_and_wait(sync, (done + 1) * n_chunks, PHASE)
+        if PREFETCH:  # the group's next row, in flight while this one waits for its group
+            arrive(sync, PHASE)
+            t_next, x_next = _target_and_chunk(X, x_stride_q, T, t_stride, row + groups, M, ignore_index, cols, mask,
+                                               X_ALIGN)
+            wait_for(sync, (done + 1) * n_chunks, PHASE)
+        else:
+            arrive_and_wait(sync, (done + 1) * n_chunks, PHASE)
         if PHASE != 1:
             in_range = (t >= 0) & (t < V)
             # .cg: from L2, never a stale L1 line of this workspace (written in this launch).
@@ -82,6 +99,9 @@ def _xent_coop(
             g = _grad_of(xg, cols, t, lse, rscale, zfac, label_smoothing / V, 1.0 - label_smoothing)
             g = tl.where(valid, g, 0.0)  # (an ignored row: 0, never NaN from 0 * inf)
             tl.store(G + row * g_stride_q * G_ALIGN + cols, to_storage(g, G.dtype.element_ty, EMULATE), mask=mask)
+        if PREFETCH:
+            t = t_next
+            x = x_next
         done += 1
     leave_and_reset(sync, done, n_chunks, PHASE)
 

@@ -225,7 +225,8 @@ def _run_coop(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls:
     chunks = triton.cdiv(v, cfg.block)
     xa, ga, va = _align(logits.stride(0), item), _align(grad.stride(0), item), _align(v, item)
     constexprs = {"X_ALIGN": xa, "G_ALIGN": ga, "V_ALIGN": va, "CHUNK": cfg.block, "S_BLOCK": s_block(v, cfg),
-                  "MEAN": mean, "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "PHASE": 0, "EMULATE": _INTERPRETED}
+                  "MEAN": mean, "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "PHASE": 0, "EMULATE": _INTERPRETED,
+                  "PREFETCH": cfg.prefetch}
     ws = torch.empty((n, chunks, WS_SLOTS), dtype=torch.float32, device=logits.device)
 
     def args_for(sync: torch.Tensor, groups: int) -> tuple:

@@ -70,8 +70,12 @@ class LaunchConfig:
     # Split rows read once (kernel_coop.py, the training step): the programs of a row hold its chunks and exchange
     # their statistics in one cooperative launch instead of two kernels; the forward alone keeps the split kernels.
     coop: bool = False
+    # Read once: each program loads its chunk of the group's next row before it waits for this row's group.
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
+        if self.prefetch and not self.coop:
+            raise ValueError("LaunchConfig: prefetch is a layout of the split rows read once (coop)")
         if self.split and (self.single or self.programs_per_sm or self.l2_bound):
             raise ValueError("LaunchConfig: split rows take no single/programs_per_sm/l2_bound")
         if self.coop and (not self.split or self.group_bytes):
@@ -82,7 +86,7 @@ class LaunchConfig:
 
     def describe(self) -> str:
         if self.coop:
-            return f"coop CHUNK={self.block} warps={self.num_warps}"
+            return f"coop CHUNK={self.block} warps={self.num_warps}" + (" prefetch" if self.prefetch else "")
         if self.split:
             group = f"groups {self.group_bytes >> 20} MiB" if self.group_bytes else "one group"
             return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
@@ -124,14 +128,15 @@ def _chunks(case: Case) -> LaunchConfig:
 
 
 def split_config(n_cols: int, itemsize: int, chunk: int = 0, num_warps: int = SPLIT_WARPS,
-                 group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True, coop: bool = False) -> LaunchConfig:
+                 group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True, coop: bool = False,
+                 prefetch: bool = False) -> LaunchConfig:
     """The split-row candidate for rows of n_cols (chunk 0: SPLIT_CHUNK_BYTES of the dtype, at most the row's
     power-of-two width). From V and the dtype only: the row count never changes a chunk. `coop`: read once
-    (kernel_coop.py; all rows in one launch, so no groups)."""
+    (kernel_coop.py; all rows in one launch, so no groups), `prefetch`: its next row loaded during the wait."""
     if not chunk:
         chunk = max(16, min(SPLIT_CHUNK_BYTES // itemsize, triton.next_power_of_2(n_cols)))
     return LaunchConfig(chunk, num_warps, False, split=True, group_bytes=0 if coop else group_bytes,
-                        reverse=reverse, coop=coop)
+                        reverse=reverse, coop=coop, prefetch=prefetch)
 
 
 def _split(case: Case) -> LaunchConfig:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.coop import arrive_and_wait, coop_program, keep_in_storage, leave_and_reset
+from ridgeline.lib.coop import arrive, arrive_and_wait, coop_program, keep_in_storage, leave_and_reset, wait_for
 from ridgeline.lib.rounding import to_storage
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -40,15 +40,19 @@ LOG2E = tl.constexpr(1.4426950408889634)
 def _softmax_fwd_coop(
     X, x_stride_q, Y, y_stride_q, WS, SYNC, M, n_q, groups,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr, CHUNK: tl.constexpr,
-    S_BLOCK: tl.constexpr, PHASE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    S_BLOCK: tl.constexpr, PHASE: tl.constexpr, EMULATE_RNE: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     n_chunks, group, part, cols, mask, sync = coop_program(N, CHUNK, SYNC)
     s = tl.arange(0, S_BLOCK)
     k = 0
+    if PREFETCH:
+        x = tl.load(X + tl.cast(group, tl.int64) * x_stride_q * X_ALIGN + cols, mask=mask & (group < M),
+                    other=float("-inf"))
     for row in range(group, M, groups):
         row64 = tl.cast(row, tl.int64)
-        x = tl.load(X + row64 * x_stride_q * X_ALIGN + cols, mask=mask, other=float("-inf"))
+        if not PREFETCH:
+            x = tl.load(X + row64 * x_stride_q * X_ALIGN + cols, mask=mask, other=float("-inf"))
         ws = WS + row64 * n_chunks * 2
         if PHASE != 2:
             # Upcast right after the load: float32 math on the GPU, and the CPU interpreter gets bf16 math wrong.
@@ -57,7 +61,14 @@ def _softmax_fwd_coop(
             m_ref = tl.where(m == float("-inf"), 0.0, m)  # a chunk of only -inf: l = 0, not NaN
             tl.store(ws + part * 2, m)
             tl.store(ws + part * 2 + 1, tl.sum(tl.exp2(xl - m_ref), axis=0))
-        arrive_and_wait(sync, (k + 1) * n_chunks, PHASE)
+        if PREFETCH:  # the group's next row, in flight while this one waits for its group
+            arrive(sync, PHASE)
+            nxt = row + groups
+            x_next = tl.load(X + tl.cast(nxt, tl.int64) * x_stride_q * X_ALIGN + cols, mask=mask & (nxt < M),
+                             other=float("-inf"))
+            wait_for(sync, (k + 1) * n_chunks, PHASE)
+        else:
+            arrive_and_wait(sync, (k + 1) * n_chunks, PHASE)
         if PHASE != 1:
             # .cg: from L2, never a stale L1 line of this workspace. One reduction of fixed shape.
             ms = tl.load(ws + s * 2, mask=s < n_chunks, other=float("-inf"), cache_modifier=".cg")
@@ -70,6 +81,8 @@ def _softmax_fwd_coop(
             y = tl.exp2(x.to(tl.float32) * LOG2E - row_ref) * inv
             tl.store(Y + row64 * y_stride_q * Y_ALIGN + cols, to_storage(y, Y.dtype.element_ty, EMULATE_RNE),
                      mask=mask)
+        if PREFETCH:
+            x = x_next
         k += 1
     leave_and_reset(sync, k, n_chunks, PHASE)
 
@@ -79,19 +92,32 @@ def _softmax_bwd_coop(
     Yt, y_stride_q, DY, dy_stride_q, DX, dx_stride_q, WS, SYNC, M, n_q, groups,
     Y_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     CHUNK: tl.constexpr, S_BLOCK: tl.constexpr, PHASE: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     N = n_q * N_ALIGN
     n_chunks, group, part, cols, mask, sync = coop_program(N, CHUNK, SYNC)
     s = tl.arange(0, S_BLOCK)
     k = 0
+    if PREFETCH:
+        first = tl.cast(group, tl.int64)
+        y = tl.load(Yt + first * y_stride_q * Y_ALIGN + cols, mask=mask & (group < M), other=0.0)
+        g = tl.load(DY + first * dy_stride_q * DY_ALIGN + cols, mask=mask & (group < M), other=0.0)
     for row in range(group, M, groups):
         row64 = tl.cast(row, tl.int64)
-        y = tl.load(Yt + row64 * y_stride_q * Y_ALIGN + cols, mask=mask, other=0.0)
-        g = tl.load(DY + row64 * dy_stride_q * DY_ALIGN + cols, mask=mask, other=0.0)
+        if not PREFETCH:
+            y = tl.load(Yt + row64 * y_stride_q * Y_ALIGN + cols, mask=mask, other=0.0)
+            g = tl.load(DY + row64 * dy_stride_q * DY_ALIGN + cols, mask=mask, other=0.0)
         ws = WS + row64 * n_chunks
         if PHASE != 2:
             tl.store(ws + part, tl.sum(y.to(tl.float32) * g.to(tl.float32), axis=0))
-        arrive_and_wait(sync, (k + 1) * n_chunks, PHASE)
+        if PREFETCH:  # the group's next row, in flight while this one waits for its group
+            arrive(sync, PHASE)
+            nxt = tl.cast(row + groups, tl.int64)
+            y_next = tl.load(Yt + nxt * y_stride_q * Y_ALIGN + cols, mask=mask & (nxt < M), other=0.0)
+            g_next = tl.load(DY + nxt * dy_stride_q * DY_ALIGN + cols, mask=mask & (nxt < M), other=0.0)
+            wait_for(sync, (k + 1) * n_chunks, PHASE)
+        else:
+            arrive_and_wait(sync, (k + 1) * n_chunks, PHASE)
         if PHASE != 1:
             dot = tl.sum(tl.load(ws + s, mask=s < n_chunks, other=0.0, cache_modifier=".cg"), axis=0)
             if not EMULATE_RNE:
@@ -100,5 +126,8 @@ def _softmax_bwd_coop(
             dx = y.to(tl.float32) * (g.to(tl.float32) - dot)
             tl.store(DX + row64 * dx_stride_q * DX_ALIGN + cols, to_storage(dx, DX.dtype.element_ty, EMULATE_RNE),
                      mask=mask)
+        if PREFETCH:
+            y = y_next
+            g = g_next
         k += 1
     leave_and_reset(sync, k, n_chunks, PHASE)

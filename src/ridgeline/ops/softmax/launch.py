@@ -160,7 +160,8 @@ def _launch_coop(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[in
     chunks = triton.cdiv(n, cfg.block)
     aligns = _alignments(n, x0.dtype.itemsize, strides)
     constexprs = _align_constexprs(bwd, aligns)
-    constexprs.update(CHUNK=cfg.block, S_BLOCK=s_block(n, cfg), PHASE=0, EMULATE_RNE=_INTERPRETED)
+    constexprs.update(CHUNK=cfg.block, S_BLOCK=s_block(n, cfg), PHASE=0, EMULATE_RNE=_INTERPRETED,
+                      PREFETCH=cfg.prefetch)
     ws = torch.empty(m * chunks * (1 if bwd else 2), dtype=torch.float32, device=x0.device)
 
     def args_for(sync: torch.Tensor, groups: int) -> tuple:

@@ -81,8 +81,12 @@ class LaunchConfig:
     # Split rows read once (kernel_coop.py): the programs of a row hold its chunks and exchange their statistics in
     # one cooperative launch, instead of the two-kernel split that re-reads every chunk. No groups of rows.
     coop: bool = False
+    # Read once: each program loads its chunk of the group's next row before it waits for this row's group.
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
+        if self.prefetch and not self.coop:
+            raise ValueError("LaunchConfig: prefetch is a layout of the split rows read once (coop)")
         if self.block < 1 or self.block & (self.block - 1):
             raise ValueError(f"LaunchConfig: block must be a power of two, got {self.block}")
         if self.piece_b and not self.one_pass:
@@ -104,7 +108,7 @@ class LaunchConfig:
             pieces = f"{self.block}+{self.piece_b}" if self.piece_b else str(self.block)
             return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}"
         if self.coop:
-            return f"coop CHUNK={self.block} warps={self.num_warps}"
+            return f"coop CHUNK={self.block} warps={self.num_warps}" + (" prefetch" if self.prefetch else "")
         group = f"groups<={self.group_bytes / 2**20:g}MiB" if self.group_bytes else "one group"
         return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
 
