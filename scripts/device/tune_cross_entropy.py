@@ -65,6 +65,22 @@ def candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[
     return out
 
 
+LANE_LAYOUTS = ((4096, 8), (8192, 8), (8192, 16), (16384, 16))  # (chunk columns, warps) with per-lane statistics
+
+
+def lane_candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
+    """(config, grid, label) of the chunked layouts whose first pass keeps (max, sum) per lane (no block reduction
+    in the loop: kernel._lane_stats) over the same grids as `candidates`: a program per row, 1/2/4 per SM and,
+    for the training step, grids bounded so the re-read stays in L2."""
+    grids: list[tuple[int, str]] = [(n, "row/program")] + [(min(n, sms * k), f"{k}/SM") for k in (1, 2, 4)]
+    if has_grad:
+        row_bytes = v * itemsize
+        grids += [(max(1, min(n, (mib << 20) // row_bytes)), f"L2 {mib} MiB") for mib in L2_BUDGETS_MIB]
+    block = 1 << (v - 1).bit_length()
+    return [(LaunchConfig(chunk, warps, False, lanes=True), grid, f"lanes {chunk} w{warps} {label}")
+            for chunk, warps in LANE_LAYOUTS if chunk < block for grid, label in grids]
+
+
 def split_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
     """(config, grid of the first group's kernel 1, label) of the split-row layouts to time."""
     out: list[tuple[LaunchConfig, int, str]] = []
@@ -109,7 +125,7 @@ def main() -> int:
     ap.add_argument("--json", default="tune-cross_entropy.json")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per candidate")
     ap.add_argument("--shapes", default="", help="NxV,NxV,... (default: the built-in list)")
-    ap.add_argument("--layouts", default="all", choices=("all", "shipped", "split", "coop"),
+    ap.add_argument("--layouts", default="all", choices=("all", "shipped", "split", "coop", "lanes"),
                     help="candidates: all; the shipped kernel's grid only; the split rows (two kernels and read "
                          "once); the split rows read once only (each beside the shipped config)")
     args = ap.parse_args()
@@ -136,8 +152,10 @@ def main() -> int:
             rows = []
             grid_cands = candidates(n, v, has_grad, sms, 2) if args.layouts in ("all", "shipped") else []
             split_cands = split_candidates(n, v, has_grad, 2) if args.layouts in ("all", "split") else []
-            coop_cands = coop_candidates(n, v, has_grad, 2) if args.layouts != "shipped" else []
-            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + grid_cands + split_cands + coop_cands:
+            coop_cands = coop_candidates(n, v, has_grad, 2) if args.layouts in ("all", "coop") else []
+            lane_cands = lane_candidates(n, v, has_grad, sms, 2) if args.layouts in ("all", "lanes") else []
+            others = grid_cands + split_cands + coop_cands + lane_cands
+            for cfg, grid, label in [(shipped_cfg, shipped_grid, "shipped")] + others:
                 rec = {"contract": contract, "shape": [n, v], "label": label, "config": cfg.describe(), "grid": grid}
                 try:
                     loss = L._run(x, t, -100, 0.0, "mean", 0.0, g_arg, False, cfg, grid)
@@ -164,7 +182,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     best_split = {}
     for r in records:
-        if r["label"].startswith(("split", "coop")) and "gbps" in r:
+        if r["label"].startswith(("split", "coop", "lanes")) and "gbps" in r:
             key = (r["contract"], f"{r['shape'][0]}x{r['shape'][1]}")
             if key not in best_split or r["gbps"] > best_split[key]["gbps"]:
                 best_split[key] = r

@@ -110,3 +110,34 @@ def test_graph_capture_of_the_training_step():
 def test_launch_info_names_the_config():
     info = get_spec("cross_entropy_fwd_bwd").launch_info(Case((4096, 128256), torch.bfloat16), "cuda")
     assert info["config"] and info["grid"] >= 1
+
+
+@pytest.mark.parametrize("shape", [(4096, 128256), (333, 50257)])
+@pytest.mark.parametrize("chunk, warps, per_sm", [(4096, 8, 0), (8192, 16, 0), (4096, 8, 1), (8192, 16, 2)])
+@pytest.mark.parametrize("has_grad", [True, False], ids=["fwd_bwd", "fwd"])
+def test_lane_statistics_on_the_device(shape, chunk, warps, per_sm, has_grad):
+    """The chunked pass with per-lane (max, sum) (the tuning driver's `lanes` candidates): float64's loss and
+    gradient, every row written over a poisoned buffer, the same bits twice and for a row alone."""
+    from ridgeline.ops.cross_entropy import launch as L
+    from ridgeline.ops.cross_entropy.rules import LaunchConfig
+
+    n, v = shape
+    x, t = _inputs(n, v, ignore_every=5)
+    cfg = LaunchConfig(chunk, warps, False, programs_per_sm=per_sm, lanes=True)
+    xv, tv, ii, ls, z = L._validate(x, t, IGNORE_INDEX, 0.0, "none", 0.0)
+
+    def run(xs, ts):
+        g = torch.full(xs.shape, float("nan"), dtype=xs.dtype, device="cuda") if has_grad else None
+        return L._run(xs, ts, ii, ls, "none", z, g, False, cfg), g  # (the grid from the config: grid_for)
+
+    rows, g = run(xv, tv)
+    ref_rows, ref_g = reference(x[:256], t[:256], reduction="none", with_grad=True)
+    torch.testing.assert_close(rows[:256].double(), ref_rows, atol=1e-4, rtol=1e-5)
+    again, g2 = run(xv, tv)
+    assert torch.equal(again, rows)
+    one, g1 = run(xv[7:8].clone(), tv[7:8].clone())
+    assert torch.equal(one, rows[7:8])
+    if has_grad:
+        assert not g.isnan().any()
+        torch.testing.assert_close(g[:256].double(), ref_g, atol=1e-9, rtol=8e-3)
+        assert torch.equal(g2, g) and torch.equal(g1, g[7:8])

@@ -316,3 +316,62 @@ def test_harness_catches_a_wrong_gradient():
     spec = get_spec("cross_entropy_fwd_bwd")
     res = check_case(spec, Impl(spec.name, "wrong", "user", wrong), Case((8, 1000), torch.float32), DEVICE)
     assert not res.passed and any("dlogits max error" in r for r in res.reasons)
+
+
+def _run_with(x, t, cfg, **kw):
+    from ridgeline.ops.cross_entropy import launch as L
+
+    x, t, ii, ls, z = L._validate(x, t, IGNORE_INDEX, kw.get("label_smoothing", 0.0), kw.get("reduction", "mean"),
+                                  kw.get("z_loss", 0.0))
+    g = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return L._run(x, t, ii, ls, kw.get("reduction", "mean"), z, g, False, cfg), g
+
+
+@pytest.mark.parametrize("lanes", [False, True], ids=["block-reductions", "lanes"])
+def test_leading_chunks_of_minus_inf_give_torch_finite_loss(lanes):
+    """A row whose first chunks are all -inf (masked vocabulary up front): finite loss and gradient, as torch's."""
+    from ridgeline.ops.cross_entropy.rules import LaunchConfig
+
+    x, t = _inputs(4, 3000, torch.float32)
+    x[0, :2100] = float("-inf")
+    t[0] = 2500
+    loss, g = _run_with(x, t, LaunchConfig(1024, 4, False, lanes=lanes), reduction="none")
+    xr = x.double().requires_grad_()
+    want = F.cross_entropy(xr, t, reduction="none")
+    (want_g,) = torch.autograd.grad(want.sum(), xr)
+    torch.testing.assert_close(loss.double(), want.detach(), **LOSS_TOL)
+    torch.testing.assert_close(g.double(), want_g, atol=1e-7, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kw", OPTIONS, ids=lambda k: "+".join(f"{a}={b}" for a, b in k.items()) or "plain")
+def test_lane_statistics_match_fp64_and_are_batch_invariant(dtype, kw):
+    """The chunked pass with per-lane (max, sum) (kernel._lane_stats): float64's loss and gradient with a ragged
+    last chunk, ignored rows, a NaN row and a bad target; a row alone gets the bits it gets in the batch."""
+    from ridgeline.ops.cross_entropy.rules import LaunchConfig
+
+    cfg = LaunchConfig(1024, 4, False, lanes=True)
+    x, t = _inputs(6, 3000, dtype, ignore_every=4)
+    loss, g = _run_with(x, t, cfg, **kw)
+    ref_loss, ref_g = reference(x, t, with_grad=True, **kw)
+    torch.testing.assert_close(loss.double(), ref_loss, **LOSS_TOL)
+    n_valid = int((t != IGNORE_INDEX).sum())
+    _close_grad(g, ref_g, dtype, 1.0 / n_valid if kw.get("reduction", "mean") == "mean" else 1.0)
+    rows, g_rows = _run_with(x, t, cfg, reduction="none")
+    one, g_one = _run_with(x[2:3].clone(), t[2:3].clone(), cfg, reduction="none")
+    assert torch.equal(one, rows[2:3]) and torch.equal(g_one, g_rows[2:3])
+    x[3, 2999] = float("nan")
+    t[4] = 3000
+    bad, _ = _run_with(x, t, cfg, reduction="none")
+    assert torch.isnan(bad[3:5]).all() and torch.isfinite(bad[[0, 2]]).all()
+
+
+def test_lanes_is_a_chunked_layout():
+    from ridgeline.ops.cross_entropy.rules import LaunchConfig, lane_columns
+
+    assert LaunchConfig(4096, 8, False, lanes=True).describe() == "2-pass BLOCK=4096 warps=8 grid=row/program lanes"
+    assert lane_columns(LaunchConfig(4096, 8, False, lanes=True), 2) == 2048  # 8 bf16 a thread, 256 threads
+    assert lane_columns(LaunchConfig(1024, 8, False, lanes=True), 2) == 1024  # at most the chunk
+    assert lane_columns(LaunchConfig(4096, 8, False), 2) == 0
+    with pytest.raises(ValueError, match="lanes"):
+        LaunchConfig(4096, 8, True, lanes=True)

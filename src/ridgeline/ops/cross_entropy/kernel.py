@@ -55,6 +55,42 @@ def _grad_of(x, cols, t, lse, gscale, zfac, smooth, hit):
 
 
 @triton.jit
+def _lane_stats(x_row, n_cols, t, valid, in_range, BLOCK: tl.constexpr, LANES: tl.constexpr,
+                HAS_SMOOTH: tl.constexpr):
+    """A row's (max, sum of exp relative to it, the target's logit, sum of logits) with no barrier in the loop:
+    each chunk of BLOCK columns is a [BLOCK // LANES, LANES] tile whose column j a thread holds whole (LANES = 16
+    bytes a thread times the program's threads: the tile's rows are the thread's registers), so its (max, sum) per
+    lane are the thread's own; one block reduction after the loop. Exps: 1 + LANES / BLOCK an element (the rescale
+    is per lane, once a chunk). The target's logit is one scalar load (never through a reduction)."""
+    lanes = tl.arange(0, LANES)[None, :]
+    offs = tl.arange(0, BLOCK // LANES)[:, None] * LANES + lanes
+    m_lane = tl.full((LANES,), float("-inf"), tl.float32)
+    d_lane = tl.zeros((LANES,), tl.float32)
+    s_lane = tl.zeros((LANES,), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs
+        mask = cols < n_cols
+        xc = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"), eviction_policy="evict_last"
+                     ).to(tl.float32)
+        m_new = tl.maximum(m_lane, tl.max(xc, axis=0))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a lane of only -inf so far: d = 0, not NaN
+        d_lane = d_lane * tl.exp2((m_lane - m_ref) * 1.4426950408889634) + tl.sum(
+            tl.exp2((xc - m_ref[None, :]) * 1.4426950408889634), axis=0)
+        m_lane = m_new
+        if HAS_SMOOTH:
+            s_lane += tl.sum(tl.where(mask, xc, 0.0), axis=0)
+    m = tl.max(m_lane, axis=0)
+    m_ref = tl.where(m == float("-inf"), 0.0, m)
+    d = tl.sum(d_lane * tl.exp2((m_lane - m_ref) * 1.4426950408889634), axis=0)
+    hit = valid & in_range
+    x_t = tl.load(x_row + tl.where(hit, t, 0), mask=hit, other=0.0).to(tl.float32)
+    sum_x = 0.0
+    if HAS_SMOOTH:
+        sum_x = tl.sum(s_lane, axis=0)
+    return m, d, x_t, sum_x
+
+
+@triton.jit
 def _xent_rows_kernel(
     x_ptr, x_stride,
     target_ptr, t_stride,
@@ -71,6 +107,7 @@ def _xent_rows_kernel(
     HAS_Z: tl.constexpr,
     LOOP: tl.constexpr,  # grid-stride over rows (persistent grid); else one program per row
     EMULATE: tl.constexpr,  # round-to-nearest casts under the CPU interpreter (lib/rounding.py)
+    LANES: tl.constexpr = 0,  # > 0: the chunked pass keeps (max, sum) per lane of a [BLOCK // LANES, LANES] tile
 ):
     pid = tl.program_id(0)
     step = tl.num_programs(0) if LOOP else 1
@@ -97,6 +134,8 @@ def _xent_rows_kernel(
             sum_x = 0.0
             if HAS_SMOOTH:
                 sum_x = tl.sum(tl.where(mask, x, 0.0), axis=0)
+        elif LANES:
+            m, d, x_t, sum_x = _lane_stats(x_row, n_cols, t, valid, in_range, BLOCK, LANES, HAS_SMOOTH)
         else:
             # Online (max, sum): the chunk's max first, the running sum rescaled once per chunk.
             m = float("-inf")
@@ -109,8 +148,9 @@ def _xent_rows_kernel(
                 xc = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"), eviction_policy="evict_last"
                              ).to(tl.float32)
                 m_new = tl.maximum(m, tl.max(xc, axis=0))
-                d = d * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(
-                    tl.exp2((xc - m_new) * 1.4426950408889634), axis=0)
+                m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # leading chunks of only -inf: d = 0, not NaN
+                d = d * tl.exp2((m - m_ref) * 1.4426950408889634) + tl.sum(
+                    tl.exp2((xc - m_ref) * 1.4426950408889634), axis=0)
                 m = m_new
                 x_t += tl.sum(tl.where(cols == t, xc, 0.0), axis=0)
                 if HAS_SMOOTH:

@@ -51,6 +51,7 @@ from ridgeline.ops.cross_entropy.rules import (
     LaunchConfig,
     config_for,
     grid_for,
+    lane_columns,
     s_block,
     split_plan,
 )
@@ -172,7 +173,8 @@ def _run(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: floa
             _FINISH.launch(1, (loss_rows, n, stats, loss), {"MEAN": mean, "BLOCK": FINISH_BLOCK}, 4)
         return loss
     constexprs = {"BLOCK": cfg.block, "SINGLE": cfg.single, "HAS_GRAD": grad is not None, "MEAN": mean,
-                  "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "LOOP": grid < n, "EMULATE": _INTERPRETED}
+                  "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "LOOP": grid < n, "EMULATE": _INTERPRETED,
+                  "LANES": lane_columns(cfg, logits.element_size())}
     _ROWS.launch(grid, (logits, logits.stride(0), target, target.stride(0), loss_rows, g, g.stride(0), stats, n, v,
                         ignore_index, ls, z), constexprs, cfg.num_warps)
     if reduction != "none":

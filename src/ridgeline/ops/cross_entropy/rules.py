@@ -72,8 +72,13 @@ class LaunchConfig:
     coop: bool = False
     # Read once: each program loads its chunk of the group's next row before it waits for this row's group.
     prefetch: bool = False
+    # Chunked rows: the first pass keeps its (max, sum) per lane, reduced across the program once a row
+    # (kernel._lane_stats), instead of block reductions every chunk.
+    lanes: bool = False
 
     def __post_init__(self) -> None:
+        if self.lanes and (self.single or self.split):
+            raise ValueError("LaunchConfig: lanes is a layout of the chunked rows (not single, not split)")
         if self.prefetch and not self.coop:
             raise ValueError("LaunchConfig: prefetch is a layout of the split rows read once (coop)")
         if self.split and (self.single or self.programs_per_sm or self.l2_bound):
@@ -92,7 +97,8 @@ class LaunchConfig:
             return f"split CHUNK={self.block} warps={self.num_warps} {group}" + (" reverse" if self.reverse else "")
         grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
         layout = f"1-pass BLOCK={self.block}" if self.single else f"2-pass BLOCK={self.block}"
-        return f"{layout} warps={self.num_warps} grid={grid}" + (" l2-bound" if self.l2_bound else "")
+        return (f"{layout} warps={self.num_warps} grid={grid}" + (" l2-bound" if self.l2_bound else "")
+                + (" lanes" if self.lanes else ""))
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,14 @@ def grid_for(case: Case, cfg: LaunchConfig, interpreted: bool = False) -> int:
         row_bytes = case.n_cols * case.itemsize
         programs = min(programs, max(case.sms // 4, L2_REREAD_BUDGET // max(1, row_bytes)))
     return max(1, min(case.n_rows, programs))
+
+
+def lane_columns(cfg: LaunchConfig, itemsize: int) -> int:
+    """Lanes of the chunked pass's per-lane statistics (0: block reductions each chunk): 16 bytes of the dtype a
+    thread over the program's threads, at most the chunk, so a lane is one thread's (kernel._lane_stats)."""
+    if not cfg.lanes:
+        return 0
+    return min(cfg.block, max(1, 16 // itemsize) * 32 * cfg.num_warps)
 
 
 def split_plan(n_rows: int, n_cols: int, itemsize: int, cfg: LaunchConfig, has_grad: bool = True

@@ -131,7 +131,9 @@ def reference(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = IG
         x, t, ok = logits[sl].double(), target[sl], valid[sl]
         lse = torch.logsumexp(x, dim=1)
         x_t = x.gather(1, torch.where(ok, t, 0).unsqueeze(1)).squeeze(1)
-        row = (1.0 - label_smoothing) * (lse - x_t) + label_smoothing * (lse - x.mean(1)) + z_loss * lse * lse
+        row = (1.0 - label_smoothing) * (lse - x_t) + z_loss * lse * lse
+        if label_smoothing:  # (not 0 * inf = NaN where a logit is -inf without smoothing)
+            row = row + label_smoothing * (lse - x.mean(1))
         rows_loss[sl] = torch.where(ok, row, 0.0)
         if grad is not None:
             p = torch.exp(x - lse.unsqueeze(1))
