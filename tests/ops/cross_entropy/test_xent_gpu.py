@@ -113,7 +113,7 @@ def test_launch_info_names_the_config():
 
 
 @pytest.mark.parametrize("shape", [(4096, 128256), (333, 50257)])
-@pytest.mark.parametrize("chunk, warps, per_sm", [(4096, 8, 0), (8192, 16, 0), (4096, 8, 1), (8192, 16, 2)])
+@pytest.mark.parametrize("chunk, warps, per_sm", [(8192, 8, 0), (16384, 16, 0), (4096, 8, 1), (8192, 16, 2)])
 @pytest.mark.parametrize("has_grad", [True, False], ids=["fwd_bwd", "fwd"])
 def test_lane_statistics_on_the_device(shape, chunk, warps, per_sm, has_grad):
     """The chunked pass with per-lane (max, sum) (the tuning driver's `lanes` candidates): float64's loss and

@@ -8,19 +8,21 @@ What a row computes (one block in registers, or chunks of BLOCK walked twice) de
 only, never on N: a row's result does not depend on the batch (batch invariance). The grid (one program per row or
 a persistent grid-stride loop over rows) changes no bit.
 
-Status of the numbers: measured on the H200 (bf16, 2026-12-01; docs/results/h200-tune-cross_entropy.json, 264
-candidates at 6 shapes per contract). A program per row walking 4096-column chunks with 8 warps was the fastest or
-within 3% of it at every V from 32000 to 256000, for the forward and the training step: 2286-2793 GB/s forward,
-2363-2473 GB/s the training step. Holding 32000 columns in registers (1711 / 2030 GB/s), 16384-column chunks and
-grids capped by the L2 budget (1-4 programs per SM: 788-2456 GB/s) were all slower. The training step still reads
-the logits twice (the second read mostly from DRAM): ~0.57 of speed of light; see docs/perf/cross_entropy.md.
+Status of the numbers: measured on the H200 (bf16). Session 19 (docs/results/h200-tune-cross_entropy-lanes-s19.json,
+commit a02050c, 250 candidates at 5 shapes per contract): the chunked pass keeping its (max, sum) per lane with no
+block reduction in the loop (`lanes`, kernel._lane_stats), a program per row, is the fastest layout for both
+contracts. Forward only, 8192-column chunks over 8 warps: 2870-4242 GB/s (0.67-0.99 of the copy rate) against
+1979-2603 for s16's 4096-column block-reduction loop (1.45-1.63x; the old loop was latency-bound on three block
+reductions a chunk). Training step: 16384 columns over 16 warps from 128256 columns up (2623-2789 GB/s, 1.12-1.24x),
+8192 over 8 at 32000 (3286 GB/s, 1.35x: 64 KB rows are re-read from L2). The training step still reads the logits
+twice; see docs/perf/cross_entropy.md. Persistent grids (1-4 programs per SM, or capped so the re-read stays in L2)
+were slower in s16 and again with lanes in s19 (1958-3071 GB/s).
 
-Split rows (kernel_split.py), a candidate no shipped rule picks (nothing measured yet; RIDGELINE_XENT_SPLIT=1
-turns its rule on): each row cut into S = cdiv(V, chunk) chunks (`split_config`: 16 KB of the dtype, from V and
-the dtype only), a program per (row, chunk), so the grid fills the GPU at any row count and no program walks a long
-row; the training step's rows are launched in groups of at most 32 MiB of logits (`split_plan`), so kernel 2's
-re-read comes from L2 and the logits cross DRAM once. Guesses the tuning driver settles (--layouts split): the
-chunk (2048-16384 columns), the warps (4-16), the group budget (16/32/48 MiB or one group), kernel 2's walk.
+Split rows (kernel_split.py), a candidate no shipped rule picks (RIDGELINE_XENT_SPLIT=1 turns its rule on): each
+row cut into S = cdiv(V, chunk) chunks (`split_config`: 16 KB of the dtype, from V and the dtype only), a program per
+(row, chunk); the training step's rows launched in groups of at most 32 MiB of logits (`split_plan`) so kernel 2's
+re-read comes from L2. Timed s19 (h200-tune-cross_entropy-split-s19.json, 129 candidates at 3 shapes): best
+2467-2634 GB/s for the training step and 3050-3734 forward, behind the lanes layouts at every shape.
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ L2_REREAD_BUDGET = 12 * 2**20
 # Widest row held whole in one program's registers: one chunk. A 32000-column row in registers (16 warps, 64 fp32
 # values a thread) ran 25% slower than 4096-column chunks on the H200 (h200-tune-cross_entropy.json).
 MAX_SINGLE_COLUMNS = 4096
-CHUNK = 4096  # 16 values a thread over 8 warps (measured best against 8192 and 16384)
+CHUNK = 4096  # 16 values a thread over 8 warps (s16's block-reduction loop: best against 8192 and 16384)
+# Per-lane statistics (s19): forward 8192 columns over 8 warps; the training step the same for rows of at most
+# LANES_WIDE_FROM bytes (measured at 64 KB: the re-read of such rows hits L2), 16384 over 16 warps above (measured
+# from 256 KB; rows between are unmeasured and take the wide layout).
+LANES_CHUNK, LANES_WARPS = 8192, 8
+LANES_WIDE_CHUNK, LANES_WIDE_WARPS = 16384, 16
+LANES_WIDE_FROM = 128 * 2**10
 FINISH_BLOCK = 1024
 # Split rows (the candidate): chunk bytes of logits (8192 16-bit columns, 4096 fp32) over 8 warps: 64 bytes a thread,
 # four 16-byte loads; rows launched in groups of at most 32 MiB of logits so kernel 2's re-read comes from the 60 MiB
@@ -133,6 +141,16 @@ def _chunks(case: Case) -> LaunchConfig:
     return LaunchConfig(CHUNK, 8, False)
 
 
+def _lanes_forward(case: Case) -> LaunchConfig:
+    return LaunchConfig(LANES_CHUNK, LANES_WARPS, False, lanes=True)
+
+
+def _lanes_training(case: Case) -> LaunchConfig:
+    if case.n_cols * case.itemsize <= LANES_WIDE_FROM:
+        return LaunchConfig(LANES_CHUNK, LANES_WARPS, False, lanes=True)
+    return LaunchConfig(LANES_WIDE_CHUNK, LANES_WIDE_WARPS, False, lanes=True)
+
+
 def split_config(n_cols: int, itemsize: int, chunk: int = 0, num_warps: int = SPLIT_WARPS,
                  group_bytes: int = SPLIT_GROUP_BYTES, reverse: bool = True, coop: bool = False,
                  prefetch: bool = False) -> LaunchConfig:
@@ -155,12 +173,15 @@ RULES: tuple[Rule, ...] = (
     Rule("split rows (candidate, off)", lambda c: SPLIT_ENABLED, _split,
          "only with RIDGELINE_XENT_SPLIT=1: a program per (row, 8192-column chunk), the training step's re-read "
          "from L2 in 32 MiB groups of rows; not yet timed on the H200 (tune_cross_entropy.py --layouts split)"),
-    Rule("forward only, chunks", lambda c: not c.has_grad, _chunks,
-         "one online (max, sum) pass over 4096-column chunks, a program per row: 2286-2793 GB/s at V = 32000 to "
-         "256000 (h200-tune-cross_entropy.json; 8192-column chunks over 16 warps: 2426-2532)"),
-    Rule("training step, two passes", lambda c: True, _chunks,
-         "stats pass then gradient pass over 4096-column chunks, a program per row: 2363-2473 GB/s; persistent grids "
-         "capped so the re-read stays in L2 (1-4 programs per SM) kept too few loads in flight: 788-2456 GB/s"),
+    Rule("forward only, chunks", lambda c: not c.has_grad, _lanes_forward,
+         "measured (H200, s19, h200-tune-cross_entropy-lanes-s19.json): one pass over 8192-column chunks, 8 warps, "
+         "(max, sum) per lane, a program per row: 2870-4242 GB/s at V = 32000 to 256000 (0.67-0.99 of the copy rate), "
+         "1.45-1.63x s16's block reductions every 4096 columns; best at 4 of 5 shapes, 0.94x the best at 1024 rows"),
+    Rule("training step, two passes", lambda c: True, _lanes_training,
+         "measured (H200, s19, h200-tune-cross_entropy-lanes-s19.json): the per-lane stats pass then the gradient "
+         "pass, a program per row; 16384-column chunks over 16 warps from 128256 columns (2623-2789 GB/s, 1.12-1.24x "
+         "s16's layout), 8192 over 8 for rows of <= 128 KB (3286 GB/s at 32000, 1.35x: the re-read hits L2); "
+         "persistent and L2-capped grids were slower (1958-3071 GB/s)"),
 )
 
 
