@@ -26,6 +26,7 @@ import json
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -77,8 +78,11 @@ def lane_candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> 
         row_bytes = v * itemsize
         grids += [(max(1, min(n, (mib << 20) // row_bytes)), f"L2 {mib} MiB") for mib in L2_BUDGETS_MIB]
     block = 1 << (v - 1).bit_length()
-    return [(LaunchConfig(chunk, warps, False, lanes=True), grid, f"lanes {chunk} w{warps} {label}")
-            for chunk, warps in LANE_LAYOUTS if chunk < block for grid, label in grids]
+    out = [(LaunchConfig(chunk, warps, False, lanes=True), grid, f"lanes {chunk} w{warps} {label}")
+           for chunk, warps in LANE_LAYOUTS if chunk < block for grid, label in grids]
+    if has_grad:  # the gradient pass last chunk first (the most recently read: more of the re-read from L2)
+        out += [(replace(cfg, back=True), grid, f"{label} back") for cfg, grid, label in out]
+    return out
 
 
 def split_candidates(n: int, v: int, has_grad: bool, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:

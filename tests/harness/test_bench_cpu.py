@@ -397,3 +397,34 @@ def test_releasing_memory_after_a_failure_survives_a_sticky_device_error(monkeyp
 
     monkeypatch.setattr(torch.cuda, "synchronize", broken)
     bench_mod.release_device_memory(torch.device("cuda"))
+
+
+def test_an_impl_whose_capture_failed_is_not_captured_again(tmp_path, monkeypatch):
+    """A failed CUDA-graph capture's memory pool is never returned, so once an impl's capture fails the sweep
+    records its later graph timings as failures saying where the first one failed, and never captures it again;
+    its other regimes and the other impls are timed as before."""
+    from ridgeline.harness import bench as bench_module
+    from ridgeline.harness.timing import Timing
+
+    captured: list[tuple[str, str]] = []
+
+    def fake_time(spec, impl, case, regime, device, plan, profile, slack=1.0):
+        captured.append((impl.name, regime))
+        if impl.name == "torch-eager" and regime == "graph-cold":
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        return Timing(regime=regime, samples_us=[10.0, 11.0, 12.0], median_us=11.0, iqr_us=1.0, n=3, stable=True)
+
+    monkeypatch.setattr(bench_module, "_time", fake_time)
+    monkeypatch.setattr(bench_module, "regimes_for", lambda regimes, case, device, spec: ["graph-cold", "cold-eager"])
+    # (the timer guard would put the harness's own _time back before each timing: a replaced timer is a cheat)
+    monkeypatch.setattr(bench_module.guards, "restore_timers", lambda: {})
+    record = bench("fused_add_rmsnorm", ["ridgeline", "torch-eager"], SHAPES, [torch.float32], budget_s=0.05,
+                   json_path=tmp_path / "run.json")
+    assert captured.count(("torch-eager", "graph-cold")) == 1
+    assert captured.count(("ridgeline", "graph-cold")) == len(SHAPES)
+    assert captured.count(("torch-eager", "cold-eager")) == len(SHAPES)
+    again = [f for f in record.failures if f["impl"] == "torch-eager" and f["regime"] == "graph-cold"]
+    assert len(again) == len(SHAPES) and "during capture" in again[0]["reason"]
+    assert all(f["reason"].startswith("not captured again: its capture failed at ") for f in again[1:])
+    assert bench_module.is_capture_failure("operation not permitted when stream is capturing")
+    assert not bench_module.is_capture_failure("OutOfMemoryError: CUDA out of memory")

@@ -143,6 +143,13 @@ def _time(spec: OpSpec, impl: Impl, case: Case, regime: str, device: torch.devic
     return t
 
 
+def is_capture_failure(reason: str) -> bool:
+    """Whether a timing's failure is CUDA-graph capture refusing the call (a host sync, a forbidden API), from
+    the error text CUDA and torch give it."""
+    text = reason.lower()
+    return "capture" in text or "capturing" in text
+
+
 def release_device_memory(device: torch.device) -> None:
     """Return what dead objects hold (reference cycles through frames included) to the device."""
     gc.collect()
@@ -221,6 +228,7 @@ def run_bench(
     tick = progress or (lambda desc: None)
     told = on_result or (lambda result: None)
     cases = plan.cases()
+    uncapturable: dict[str, str] = {}  # impl -> where and why its first graph capture failed in this run
     for done_cases, case in enumerate(cases):
         if deadline is not None and time.monotonic() > deadline:
             record.stopped = (f"time limit: {len(cases) - done_cases} of {len(cases)} cases not run "
@@ -274,12 +282,23 @@ def run_bench(
                     continue
                 before = guards.tampered_by(impl, guards.restore_timers(), during=False)
                 reason = None
+                if regime.startswith("graph") and impl.name in uncapturable:
+                    # A failed capture's private memory pool is never handed back (torch frees it only for a graph
+                    # whose capture ended): a capture failing at every shape held ~130 GB by the sweep's 7th
+                    # shape and every later case ran out of memory (s16 and s19, Liger's cross-entropy).
+                    failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
+                               "reason": f"not captured again: {uncapturable[impl.name]}"}
+                    record.add_failure(failure)
+                    told(failure)
+                    continue
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile, slacks.get(impl.name, 1.0))
                     timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)
                 except (Exception, SystemExit) as e:  # OOM, capture failure, a peer crashing: record it, go on
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 if reason is not None:
+                    if regime.startswith("graph") and is_capture_failure(reason):
+                        uncapturable[impl.name] = f"its capture failed at {case.label()} ({reason})"
                     failure = {**_failure_base(spec.name, impl, case), "regime": regime, "stage": "time",
                                "reason": reason}
                     record.add_failure(failure)

@@ -141,3 +141,8 @@ def test_lane_statistics_on_the_device(shape, chunk, warps, per_sm, has_grad):
         assert not g.isnan().any()
         torch.testing.assert_close(g[:256].double(), ref_g, atol=1e-9, rtol=8e-3)
         assert torch.equal(g2, g) and torch.equal(g1, g[7:8])
+        from dataclasses import replace
+
+        cfg = replace(cfg, back=True)  # the gradient pass last chunk first: the same bits
+        back_rows, g_back = run(xv, tv)
+        assert torch.equal(back_rows, rows) and torch.equal(g_back, g)

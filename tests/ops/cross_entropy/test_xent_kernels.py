@@ -366,6 +366,20 @@ def test_lane_statistics_match_fp64_and_are_batch_invariant(dtype, kw):
     assert torch.isnan(bad[3:5]).all() and torch.isfinite(bad[[0, 2]]).all()
 
 
+@pytest.mark.parametrize("lanes", [False, True], ids=["block-reductions", "lanes"])
+def test_the_gradient_pass_walked_last_chunk_first_gives_the_same_bits(lanes):
+    from ridgeline.ops.cross_entropy.rules import LaunchConfig
+
+    x, t = _inputs(5, 2500, torch.bfloat16, ignore_every=3)  # 3 chunks, the last ragged
+    fwd = LaunchConfig(1024, 4, False, lanes=lanes)
+    back = LaunchConfig(1024, 4, False, lanes=lanes, back=True)
+    assert back.describe().endswith(" back")
+    (loss, g), (loss_b, g_b) = _run_with(x, t, fwd, label_smoothing=0.1), _run_with(x, t, back, label_smoothing=0.1)
+    assert torch.equal(loss, loss_b) and torch.equal(g, g_b)
+    with pytest.raises(ValueError, match="back"):
+        LaunchConfig(4096, 8, True, back=True)
+
+
 def test_lanes_is_a_chunked_layout():
     from ridgeline.ops.cross_entropy.rules import Case, LaunchConfig, config_for, lane_columns
 

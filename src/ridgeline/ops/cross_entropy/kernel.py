@@ -108,6 +108,7 @@ def _xent_rows_kernel(
     LOOP: tl.constexpr,  # grid-stride over rows (persistent grid); else one program per row
     EMULATE: tl.constexpr,  # round-to-nearest casts under the CPU interpreter (lib/rounding.py)
     LANES: tl.constexpr = 0,  # > 0: the chunked pass keeps (max, sum) per lane of a [BLOCK // LANES, LANES] tile
+    BACK: tl.constexpr = False,  # the gradient pass walks the row's chunks last to first
 ):
     pid = tl.program_id(0)
     step = tl.num_programs(0) if LOOP else 1
@@ -176,7 +177,10 @@ def _xent_rows_kernel(
                 g = tl.where(valid, g, 0.0)  # (x = -inf padding or an ignored row: 0, never NaN from 0 * inf)
                 tl.store(g_row + cols0, to_storage(g, g_ptr.dtype.element_ty, EMULATE), mask=mask)
             else:
-                for start in range(0, n_cols, BLOCK):
+                last = tl.cdiv(n_cols, BLOCK) - 1
+                for i in range(0, n_cols, BLOCK):
+                    # BACK: the last chunks first, the ones the stats pass read most recently (still in L2).
+                    start = last * BLOCK - i if BACK else i
                     cols = start + cols0
                     mask = cols < n_cols
                     xc = tl.load(x_row + cols, mask=mask & valid, other=0.0, eviction_policy="evict_first"

@@ -174,7 +174,7 @@ def _run(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, ls: floa
         return loss
     constexprs = {"BLOCK": cfg.block, "SINGLE": cfg.single, "HAS_GRAD": grad is not None, "MEAN": mean,
                   "HAS_SMOOTH": ls > 0.0, "HAS_Z": z > 0.0, "LOOP": grid < n, "EMULATE": _INTERPRETED,
-                  "LANES": lane_columns(cfg, logits.element_size())}
+                  "LANES": lane_columns(cfg, logits.element_size()), "BACK": cfg.back}
     _ROWS.launch(grid, (logits, logits.stride(0), target, target.stride(0), loss_rows, g, g.stride(0), stats, n, v,
                         ignore_index, ls, z), constexprs, cfg.num_warps)
     if reduction != "none":

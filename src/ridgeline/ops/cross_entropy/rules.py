@@ -83,8 +83,13 @@ class LaunchConfig:
     # Chunked rows: the first pass keeps its (max, sum) per lane, reduced across the program once a row
     # (kernel._lane_stats), instead of block reductions every chunk.
     lanes: bool = False
+    # Chunked rows, training step: the gradient pass walks the chunks last to first (the most recently read first:
+    # more of its re-read from L2). No bit changes.
+    back: bool = False
 
     def __post_init__(self) -> None:
+        if self.back and (self.single or self.split):
+            raise ValueError("LaunchConfig: back is a layout of the chunked rows (not single, not split)")
         if self.lanes and (self.single or self.split):
             raise ValueError("LaunchConfig: lanes is a layout of the chunked rows (not single, not split)")
         if self.prefetch and not self.coop:
@@ -106,7 +111,7 @@ class LaunchConfig:
         grid = f"{self.programs_per_sm}/SM" if self.programs_per_sm else "row/program"
         layout = f"1-pass BLOCK={self.block}" if self.single else f"2-pass BLOCK={self.block}"
         return (f"{layout} warps={self.num_warps} grid={grid}" + (" l2-bound" if self.l2_bound else "")
-                + (" lanes" if self.lanes else ""))
+                + (" lanes" if self.lanes else "") + (" back" if self.back else ""))
 
 
 @dataclass(frozen=True)
