@@ -385,10 +385,10 @@ def test_lanes_is_a_chunked_layout():
 
     # The rules (s19): lanes for every row wider than one block; the training step's layout from the row's bytes.
     assert config_for(Case(128256, 2, 4096, has_grad=False)) == LaunchConfig(8192, 8, False, lanes=True)
-    assert config_for(Case(128256, 2, 4096, has_grad=True)) == LaunchConfig(16384, 16, False, lanes=True)
+    assert config_for(Case(128256, 2, 4096, has_grad=True)) == LaunchConfig(16384, 16, False, lanes=True, back=True)
     assert config_for(Case(32000, 2, 16384, has_grad=True)) == LaunchConfig(8192, 8, False, lanes=True)
     assert config_for(Case(32768, 4, 7, has_grad=True)) == LaunchConfig(8192, 8, False, lanes=True)  # 128 KB rows
-    assert config_for(Case(32769, 4, 7, has_grad=True)) == LaunchConfig(16384, 16, False, lanes=True)
+    assert config_for(Case(32769, 4, 7, has_grad=True)) == LaunchConfig(16384, 16, False, lanes=True, back=True)
 
     assert LaunchConfig(4096, 8, False, lanes=True).describe() == "2-pass BLOCK=4096 warps=8 grid=row/program lanes"
     assert lane_columns(LaunchConfig(4096, 8, False, lanes=True), 2) == 2048  # 8 bf16 a thread, 256 threads

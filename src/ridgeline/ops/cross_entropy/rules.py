@@ -14,7 +14,8 @@ block reduction in the loop (`lanes`, kernel._lane_stats), a program per row, is
 contracts. Forward only, 8192-column chunks over 8 warps: 2870-4242 GB/s (0.67-0.99 of the copy rate) against
 1979-2603 for s16's 4096-column block-reduction loop (1.45-1.63x; the old loop was latency-bound on three block
 reductions a chunk). Training step: 16384 columns over 16 warps from 128256 columns up (2623-2789 GB/s, 1.12-1.24x),
-8192 over 8 at 32000 (3286 GB/s, 1.35x: 64 KB rows are re-read from L2). The training step still reads the logits
+8192 over 8 at 32000 (3286 GB/s, 1.35x: 64 KB rows are re-read from L2); walking the gradient pass last chunk first
+(h200-tune-cross_entropy-lanes-back-s19.json) adds 3-6% from 128256 columns. The training step still reads the logits
 twice; see docs/perf/cross_entropy.md. Persistent grids (1-4 programs per SM, or capped so the re-read stays in L2)
 were slower in s16 and again with lanes in s19 (1958-3071 GB/s).
 
@@ -153,7 +154,7 @@ def _lanes_forward(case: Case) -> LaunchConfig:
 def _lanes_training(case: Case) -> LaunchConfig:
     if case.n_cols * case.itemsize <= LANES_WIDE_FROM:
         return LaunchConfig(LANES_CHUNK, LANES_WARPS, False, lanes=True)
-    return LaunchConfig(LANES_WIDE_CHUNK, LANES_WIDE_WARPS, False, lanes=True)
+    return LaunchConfig(LANES_WIDE_CHUNK, LANES_WIDE_WARPS, False, lanes=True, back=True)
 
 
 def split_config(n_cols: int, itemsize: int, chunk: int = 0, num_warps: int = SPLIT_WARPS,
@@ -184,9 +185,10 @@ RULES: tuple[Rule, ...] = (
          "1.45-1.63x s16's block reductions every 4096 columns; best at 4 of 5 shapes, 0.94x the best at 1024 rows"),
     Rule("training step, two passes", lambda c: True, _lanes_training,
          "measured (H200, s19, h200-tune-cross_entropy-lanes-s19.json): the per-lane stats pass then the gradient "
-         "pass, a program per row; 16384-column chunks over 16 warps from 128256 columns (2623-2789 GB/s, 1.12-1.24x "
-         "s16's layout), 8192 over 8 for rows of <= 128 KB (3286 GB/s at 32000, 1.35x: the re-read hits L2); "
-         "persistent and L2-capped grids were slower (1958-3071 GB/s)"),
+         "pass, a program per row; 16384-column chunks over 16 warps from 128256 columns, the gradient pass last chunk "
+         "first (h200-tune-cross_entropy-lanes-back-s19.json: 2701-2951 GB/s, +3-6% on the forward walk, 1.16-1.27x "
+         "s16's layout), 8192 over 8 for rows of <= 128 KB (3286 GB/s at 32000, 1.35x: the re-read hits L2; walking "
+         "back there: 3237); persistent and L2-capped grids were slower (1958-3071 GB/s)"),
 )
 
 
