@@ -60,6 +60,25 @@ def test_every_layout_is_right(cfg):
     close(dw, ref_dw, torch.float32, 9)
 
 
+@pytest.mark.parametrize("hold", [True, False], ids=["w-held", "w-per-row"])
+@pytest.mark.parametrize("rows", [9, 2], ids=["rows-loop", "fewer-rows-than-programs"])
+def test_prefetching_the_next_row_changes_no_bit(hold, rows):
+    """One pass with the next row's loads issued before this row's reduction (BwdConfig.prefetch): dx and dweight
+    bitwise those without, for the plain and the fused backward (the prefetch past the last row is masked)."""
+    x, w, dy, dres = rand(rows, 700, dtype=torch.bfloat16), rand(700), rand(rows, 700, dtype=torch.bfloat16), \
+        rand(rows, 700, dtype=torch.bfloat16)
+    plain, pre = BwdConfig(1024, True, 4, hold, 2), BwdConfig(1024, True, 4, hold, 2, prefetch=True)
+    assert pre.describe().endswith("prefetch grid=2/SM")
+    for rstd in (None, rstd_of_rows(x)):
+        want = rms_norm_backward(dy, x, w, rstd, cfg=plain)
+        got = rms_norm_backward(dy, x, w, rstd, cfg=pre)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    want = rms_norm_backward(dy, x, w, None, dresidual_out=dres, cfg=plain)  # (the fused op's backward)
+    got = rms_norm_backward(dy, x, w, None, dresidual_out=dres, cfg=pre)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    close(got[0], ref_grads(dy, x, w, dres=dres)[0], torch.bfloat16)
+
+
 def test_no_weight_offset_and_weight_dtype():
     x, dy = rand(4, 300, dtype=torch.bfloat16), rand(4, 300, dtype=torch.bfloat16)
     dx, dw = rms_norm_backward(dy, x, None)

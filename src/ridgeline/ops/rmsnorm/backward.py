@@ -142,7 +142,7 @@ def _launch(dy, x, weight, rstd, dres, dx, dweight, m: int, n: int, eps: float, 
     w = weight if weight is not None else x
     r = rstd if rstd is not None else x
     constexprs = bwd_constexprs(aligns, weight is not None, rstd is not None, dres is not None, need_dw,
-                                cfg.block_n, cfg.single_pass, cfg.hold_weight, _INTERPRETED)
+                                cfg.block_n, cfg.single_pass, cfg.hold_weight, _INTERPRETED, cfg.prefetch)
     _LAUNCHER.launch(grid, (dy_in, dy_stride // dya, x_in, x_stride // xa, dr_in, dr_stride // dra, w, r, dx,
                             n // dxa, part, m, n // na, eps, inv_hidden(n), weight_offset),
                      constexprs, cfg.num_warps)

@@ -7,7 +7,9 @@ For a row x with g = dy * (w + weight_offset) (g = dy without a weight), rstd = 
 The fused op's residual_out s = x + residual is the row here; its dx (= d residual) adds the incoming gradient of
 residual_out. `_rms_norm_bwd_kernel` is a persistent grid: program p handles rows p, p + P, ... Each row's dx is
 reduced by one program from that row only, in an order fixed by the row's layout (BLOCK_N, warps: chosen from the
-hidden size only), so dx is batch invariant and deterministic. dweight is deterministic without atomics: each
+hidden size only), so dx is batch invariant and deterministic. PREFETCH (one pass): each iteration loads the
+program's next row before it reduces this one, so a row's loads are in flight through the previous row's reduction
+and stores (no bit changes). dweight is deterministic without atomics: each
 program sums its rows into an fp32 partial (its own row of PART, in registers for one-pass rows), then
 `_dweight_reduce_kernel` sums the P partials of each column in a fixed order. With one row (decode), the first
 kernel writes dweight itself.
@@ -47,6 +49,14 @@ def _row_scalars(x, g, RSTD, row64, inv_n, eps, HAS_RSTD: tl.constexpr, INTERPRE
 
 
 @triton.jit
+def _row_loads(X, x_stride_q, DY, dy_stride_q, row64, mask, cols, X_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr):
+    """One row's x and dy in their storage type (upcast where used: a prefetched row holds half the registers)."""
+    x = tl.load(X + row64 * x_stride_q * X_ALIGN + cols, mask=mask, other=0.0)
+    dy = tl.load(DY + row64 * dy_stride_q * DY_ALIGN + cols, mask=mask, other=0.0)
+    return x, dy
+
+
+@triton.jit
 def _dx_of(x, g, rstd, dot, inv_n):
     return (g - x * (dot * inv_n * rstd * rstd)) * rstd
 
@@ -58,7 +68,7 @@ def _rms_norm_bwd_kernel(
     DY_ALIGN: tl.constexpr, X_ALIGN: tl.constexpr, DR_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr,
     N_ALIGN: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_RSTD: tl.constexpr, HAS_DRES: tl.constexpr,
     NEED_DW: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr, HOLD_W: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    INTERPRETED: tl.constexpr, PREFETCH: tl.constexpr = False,
 ):
     # N = n_q * N_ALIGN (strides likewise): the compiler then knows masks are constant over N_ALIGN lanes and
     # rows start on N_ALIGN elements, so hidden sizes that are not multiples of 16 still get vector accesses.
@@ -73,11 +83,22 @@ def _rms_norm_bwd_kernel(
         if HAS_WEIGHT and HOLD_W:  # every row reads it: once per program, held in registers
             w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32) + weight_offset
         dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+        if PREFETCH:  # this program's first row; each iteration then loads the next one before it reduces
+            x_in, dy_in = _row_loads(X, x_stride_q, DY, dy_stride_q, tl.cast(pid, tl.int64), mask & (pid < M),
+                                     cols, X_ALIGN, DY_ALIGN)
         for row in range(pid, M, nprog):
             # int64 first, then times the stride: offsets past 2^31 elements must not wrap.
             row64 = tl.cast(row, tl.int64)
-            x = tl.load(X + row64 * x_stride_q * X_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row64 * dy_stride_q * DY_ALIGN + cols, mask=mask, other=0.0).to(tl.float32)
+            if PREFETCH:
+                x = x_in.to(tl.float32)
+                dy = dy_in.to(tl.float32)
+                nxt = row64 + nprog  # (in flight through this row's reduction and stores; masked past the last row)
+                x_in, dy_in = _row_loads(X, x_stride_q, DY, dy_stride_q, nxt, mask & (nxt < M), cols, X_ALIGN,
+                                         DY_ALIGN)
+            else:
+                x_in, dy_in = _row_loads(X, x_stride_q, DY, dy_stride_q, row64, mask, cols, X_ALIGN, DY_ALIGN)
+                x = x_in.to(tl.float32)
+                dy = dy_in.to(tl.float32)
             g = dy
             if HAS_WEIGHT:
                 if not HOLD_W:  # (from L1/L2: every row reads the same columns)
@@ -152,12 +173,12 @@ def _dweight_reduce_kernel(PART, DW, P, N, BLOCK_P: tl.constexpr, BLOCK_C: tl.co
 
 
 def bwd_constexprs(aligns: tuple[int, int, int, int, int], has_weight: bool, has_rstd: bool, has_dres: bool,
-                   need_dw: bool, block_n: int, single_pass: bool, hold_w: bool, interpreted: bool
-                   ) -> dict[str, object]:
+                   need_dw: bool, block_n: int, single_pass: bool, hold_w: bool, interpreted: bool,
+                   prefetch: bool = False) -> dict[str, object]:
     """The backward kernel's compile-time arguments, in signature order."""
     dya, xa, dra, dxa, na = aligns
     return {"DY_ALIGN": dya, "X_ALIGN": xa, "DR_ALIGN": dra, "DX_ALIGN": dxa, "N_ALIGN": na,
             "HAS_WEIGHT": has_weight, "HAS_RSTD": has_rstd, "HAS_DRES": has_dres, "NEED_DW": need_dw,
             "BLOCK_N": block_n, "SINGLE_PASS": single_pass, "HOLD_W": hold_w and single_pass,
-            "INTERPRETED": interpreted}
+            "INTERPRETED": interpreted, "PREFETCH": prefetch and single_pass}
 

@@ -6,8 +6,9 @@ row's two sums), so no rule here looks at the row count and dx is batch invarian
 GRIDS choose the programs per SM of the persistent grid from the rows per SM: that changes only how rows are
 grouped into dweight's fp32 partials (deterministic for a given M and GPU), never a bit of dx.
 
-NOT YET MEASURED: every row below is a first guess from the forward's rules (ops/rmsnorm/rules.py: one program of
-8-16 warps per 4K-8K row, fewer programs at small batches) and the register budget of sm_90 (64K registers per
+The one-pass layouts prefetch the program's next row (s19: the s15 tuning's best candidates stayed under
+3.6 TB/s with one row's loads in flight per program). The layouts began as guesses from the forward's rules
+(ops/rmsnorm/rules.py: one program of 8-16 warps per 4K-8K row) and the register budget of sm_90 (64K registers per
 SM; the one-pass row holds x, dy, the weight and the dweight partial: four fp32 values per column a thread).
 scripts/device/tune_rmsnorm_bwd.py times the candidates (`bwd_candidates`) on the H200 and prints the best per
 shape: the lead sets these tables from that one run.
@@ -39,11 +40,13 @@ class BwdConfig:
     num_warps: int
     hold_weight: bool = True  # one pass: load the weight once per program (registers) rather than once per row
     programs_per_sm: int = 1  # persistent grid: programs = min(rows, SMs * this) = dweight's fp32 partials
+    prefetch: bool = False  # one pass: load the program's next row before reducing this one (no bit changes)
 
     def describe(self) -> str:
         kind = f"1-pass BLOCK_N={self.block_n}" if self.single_pass else f"2-pass CHUNK={self.block_n}"
         hold = " w-held" if self.single_pass and self.hold_weight else ""
-        return f"{kind} warps={self.num_warps}{hold} grid={self.programs_per_sm}/SM"
+        pre = " prefetch" if self.single_pass and self.prefetch else ""
+        return f"{kind} warps={self.num_warps}{hold}{pre} grid={self.programs_per_sm}/SM"
 
 
 @dataclass(frozen=True)
@@ -66,17 +69,17 @@ LAYOUTS: tuple[BwdRule, ...] = (
             {"block_n": CHUNK, "single_pass": False, "num_warps": 8},
             "rows wider than 16384 columns do not fit one program's registers with four fp32 values a column"),
     BwdRule("16k", lambda n, r: _block(n) == 16384,
-            {"single_pass": True, "num_warps": 16, "hold_weight": False},
+            {"single_pass": True, "num_warps": 16, "hold_weight": False, "prefetch": True},
             "32 columns a thread per tensor: the weight re-read per row (L1/L2) keeps the program under ~128 "
             "registers (guess)"),
     BwdRule("8k", lambda n, r: _block(n) == 8192,
-            {"single_pass": True, "num_warps": 16, "hold_weight": True},
+            {"single_pass": True, "num_warps": 16, "hold_weight": True, "prefetch": True},
             "16 columns a thread per tensor, as the forward's 8K rows (guess)"),
     BwdRule("4k", lambda n, r: _block(n) == 4096,
-            {"single_pass": True, "num_warps": 8, "hold_weight": True},
+            {"single_pass": True, "num_warps": 8, "hold_weight": True, "prefetch": True},
             "16 columns a thread per tensor (guess)"),
     BwdRule("narrow", lambda n, r: True,
-            {"single_pass": True, "num_warps": 4, "hold_weight": True},
+            {"single_pass": True, "num_warps": 4, "hold_weight": True, "prefetch": True},
             "up to 2048 columns: 4 warps, at most 16 columns a thread"),
 )
 
@@ -117,7 +120,8 @@ def bwd_candidates(n: int) -> list[BwdConfig]:
                 continue
             for hold in (True, False):
                 for pps in (1, 2, 4):
-                    out.append(BwdConfig(block, True, warps, hold, pps))
+                    for pre in (False, True):
+                        out.append(BwdConfig(block, True, warps, hold, pps, pre))
     for chunk, warps in ((2048, 4), (4096, 8)):
         if chunk < block:
             for pps in (1, 2):
