@@ -55,6 +55,16 @@ def _grad_of(x, cols, t, lse, gscale, zfac, smooth, hit):
 
 
 @triton.jit
+def _online_update(m, d, xc):
+    """The running (max, sum of exp relative to it) after chunk xc, reduced over xc's axis 0: scalars for a 1-D
+    chunk, one pair per lane for a [rows, LANES] tile. Lanes (or rows) of only -inf so far keep d = 0, not NaN."""
+    m_new = tl.maximum(m, tl.max(xc, axis=0))
+    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    d = d * tl.exp2((m - m_ref) * 1.4426950408889634) + tl.sum(tl.exp2((xc - m_ref) * 1.4426950408889634), axis=0)
+    return m_new, d
+
+
+@triton.jit
 def _lane_stats(x_row, n_cols, t, valid, in_range, BLOCK: tl.constexpr, LANES: tl.constexpr,
                 HAS_SMOOTH: tl.constexpr):
     """A row's (max, sum of exp relative to it, the target's logit, sum of logits) with no barrier in the loop:
@@ -72,11 +82,7 @@ def _lane_stats(x_row, n_cols, t, valid, in_range, BLOCK: tl.constexpr, LANES: t
         mask = cols < n_cols
         xc = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"), eviction_policy="evict_last"
                      ).to(tl.float32)
-        m_new = tl.maximum(m_lane, tl.max(xc, axis=0))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a lane of only -inf so far: d = 0, not NaN
-        d_lane = d_lane * tl.exp2((m_lane - m_ref) * 1.4426950408889634) + tl.sum(
-            tl.exp2((xc - m_ref[None, :]) * 1.4426950408889634), axis=0)
-        m_lane = m_new
+        m_lane, d_lane = _online_update(m_lane, d_lane, xc)
         if HAS_SMOOTH:
             s_lane += tl.sum(tl.where(mask, xc, 0.0), axis=0)
     m = tl.max(m_lane, axis=0)
@@ -148,11 +154,7 @@ def _xent_rows_kernel(
                 mask = cols < n_cols
                 xc = tl.load(x_row + cols, mask=mask & valid, other=float("-inf"), eviction_policy="evict_last"
                              ).to(tl.float32)
-                m_new = tl.maximum(m, tl.max(xc, axis=0))
-                m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # leading chunks of only -inf: d = 0, not NaN
-                d = d * tl.exp2((m - m_ref) * 1.4426950408889634) + tl.sum(
-                    tl.exp2((xc - m_ref) * 1.4426950408889634), axis=0)
-                m = m_new
+                m, d = _online_update(m, d, xc)
                 x_t += tl.sum(tl.where(cols == t, xc, 0.0), axis=0)
                 if HAS_SMOOTH:
                     sum_x += tl.sum(tl.where(mask, xc, 0.0), axis=0)
