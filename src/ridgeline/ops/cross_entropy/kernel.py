@@ -7,7 +7,10 @@ Three kernels per call, at most:
 - `_xent_rows_kernel`: per row, in float32: max, sum of exp, lse, the target's logit, the row's loss and, with
   HAS_GRAD, the gradient of the reduced loss written once in the logits' dtype. SINGLE: the row lives in registers
   (one read). Else the row is walked in chunks of BLOCK: one online (max, sum) pass, then, with HAS_GRAD, a second pass
-  that re-reads the chunks (from L2 when the programs in flight keep their rows there: the launch rules bound them).
+  that re-reads the chunks (BACK: last chunk first, the most recently read, more of it from L2). LANES > 0 (every
+  shipped rule since s19): the first pass keeps (max, sum) per lane and reduces across the program once a row
+  (`_lane_stats`: no barrier in the loop); LANES = 0 is s16's loop of block reductions every chunk, kept as the
+  tuning driver's baseline.
 - `_xent_finish_kernel` (one program): the sum of the per-row losses in a fixed order (deterministic), divided by the
   count for "mean" (0 rows -> 0/0 = NaN, as torch).
 Every load is upcast to float32 right away (the CPU interpreter's 16-bit math is wrong otherwise). Row offsets are
