@@ -46,13 +46,19 @@ SPLIT_GROUPS_MIB = (16, 32, 48, 0)
 COOP_LAYOUTS = ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16))
 
 
+def _grids(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[tuple[int, str]]:
+    """(programs, label) of the grids the chunked layouts are timed on: a program per row, 1/2/4 per SM and, for
+    the training step, grids bounded so the rows' re-read stays within an L2 budget."""
+    grids = [(n, "row/program")] + [(min(n, sms * k), f"{k}/SM") for k in (1, 2, 4)]
+    if has_grad:
+        grids += [(max(1, min(n, (mib << 20) // (v * itemsize))), f"L2 {mib} MiB") for mib in L2_BUDGETS_MIB]
+    return grids
+
+
 def candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> list[tuple[LaunchConfig, int, str]]:
     """(config, grid, label) to time."""
     out: list[tuple[LaunchConfig, int, str]] = []
-    grids: list[tuple[int, str]] = [(n, "row/program")] + [(min(n, sms * k), f"{k}/SM") for k in (1, 2, 4)]
-    if has_grad:
-        row_bytes = v * itemsize
-        grids += [(max(1, min(n, (mib << 20) // row_bytes)), f"L2 {mib} MiB") for mib in L2_BUDGETS_MIB]
+    grids = _grids(n, v, has_grad, sms, itemsize)
     block = 1 << (v - 1).bit_length()
     if block <= 32768:
         for warps in (8, 16, 32):
@@ -73,13 +79,9 @@ def lane_candidates(n: int, v: int, has_grad: bool, sms: int, itemsize: int) -> 
     """(config, grid, label) of the chunked layouts whose first pass keeps (max, sum) per lane (no block reduction
     in the loop: kernel._lane_stats) over the same grids as `candidates`: a program per row, 1/2/4 per SM and,
     for the training step, grids bounded so the re-read stays in L2."""
-    grids: list[tuple[int, str]] = [(n, "row/program")] + [(min(n, sms * k), f"{k}/SM") for k in (1, 2, 4)]
-    if has_grad:
-        row_bytes = v * itemsize
-        grids += [(max(1, min(n, (mib << 20) // row_bytes)), f"L2 {mib} MiB") for mib in L2_BUDGETS_MIB]
     block = 1 << (v - 1).bit_length()
     out = [(LaunchConfig(chunk, warps, False, lanes=True), grid, f"lanes {chunk} w{warps} {label}")
-           for chunk, warps in LANE_LAYOUTS if chunk < block for grid, label in grids]
+           for chunk, warps in LANE_LAYOUTS if chunk < block for grid, label in _grids(n, v, has_grad, sms, itemsize)]
     if has_grad:  # the gradient pass last chunk first (the most recently read: more of the re-read from L2)
         out += [(replace(cfg, back=True), grid, f"{label} back") for cfg, grid, label in out]
     return out

@@ -280,8 +280,6 @@ def run_bench(
                 key = measurement_key({**_failure_base(spec.name, impl, case), "regime": regime})
                 if record.has_measurement(key) or record.has_failure(key, "time"):
                     continue
-                before = guards.tampered_by(impl, guards.restore_timers(), during=False)
-                reason = None
                 if regime.startswith("graph") and impl.name in uncapturable:
                     # A failed capture's private memory pool is never handed back (torch frees it only for a graph
                     # whose capture ended): a capture failing at every shape held ~130 GB by the sweep's 7th
@@ -291,6 +289,8 @@ def run_bench(
                     record.add_failure(failure)
                     told(failure)
                     continue
+                before = guards.tampered_by(impl, guards.restore_timers(), during=False)
+                reason = None
                 try:
                     timing = _time(spec, impl, case, regime, device, plan, profile, slacks.get(impl.name, 1.0))
                     timing.suspect += before + guards.tampered_by(impl, guards.restore_timers(), during=True)

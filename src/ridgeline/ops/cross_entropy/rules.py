@@ -8,22 +8,25 @@ What a row computes (one block in registers, or chunks of BLOCK walked twice) de
 only, never on N: a row's result does not depend on the batch (batch invariance). The grid (one program per row or
 a persistent grid-stride loop over rows) changes no bit.
 
-Status of the numbers: measured on the H200 (bf16). Session 19 (docs/results/h200-tune-cross_entropy-lanes-s19.json,
-commit a02050c, 250 candidates at 5 shapes per contract): the chunked pass keeping its (max, sum) per lane with no
-block reduction in the loop (`lanes`, kernel._lane_stats), a program per row, is the fastest layout for both
-contracts. Forward only, 8192-column chunks over 8 warps: 2870-4242 GB/s (0.67-0.99 of the copy rate) against
-1979-2603 for s16's 4096-column block-reduction loop (1.45-1.63x; the old loop was latency-bound on three block
-reductions a chunk). Training step: 16384 columns over 16 warps from 128256 columns up (2623-2789 GB/s, 1.12-1.24x),
-8192 over 8 at 32000 (3286 GB/s, 1.35x: 64 KB rows are re-read from L2); walking the gradient pass last chunk first
-(h200-tune-cross_entropy-lanes-back-s19.json) adds 3-6% from 128256 columns. The training step still reads the logits
-twice; see docs/perf/cross_entropy.md. Persistent grids (1-4 programs per SM, or capped so the re-read stays in L2)
-were slower in s16 and again with lanes in s19 (1958-3071 GB/s).
+Status of the numbers: measured on the H200 (bf16). Session 19
+(docs/results/h200-tune-cross_entropy-lanes-back-s19.json, commit 01a5666, 410 candidates at 5 shapes per contract:
+every per-lane layout and grid, and for the training step each also walking its gradient pass back): the chunked pass
+keeping its (max, sum) per lane with no block reduction in the loop (`lanes`, kernel._lane_stats), a program per row,
+is the fastest layout for both contracts. Forward only, 8192-column chunks over 8 warps: 2900-4246 GB/s (0.68-0.99 of
+the copy rate; 0.96x the best at 1024 rows). Training step: 16384 columns over 16 warps walking back from 128256
+columns (2701-2951 GB/s, the best at every such shape; +3-6% on the forward walk), 8192 over 8 at 32000 (3285 GB/s:
+64 KB rows are re-read from L2; walking back there is slower). Against s16's block-reduction loop (the first lanes
+run, a02050c, beside it, in git: `git show f0ced28:docs/results/h200-tune-cross_entropy-lanes-s19.json`): forward
+1.45-1.63x, training step 1.12-1.35x. The training step still reads the logits twice; see docs/perf/cross_entropy.md.
+Persistent grids (1-4 programs per SM, or capped so the re-read stays in L2) were slower in s16 and again with lanes
+in s19.
 
-Split rows (kernel_split.py), a candidate no shipped rule picks (RIDGELINE_XENT_SPLIT=1 turns its rule on): each
-row cut into S = cdiv(V, chunk) chunks (`split_config`: 16 KB of the dtype, from V and the dtype only), a program per
+Split rows (kernel_split.py), a candidate no shipped rule picks (RIDGELINE_XENT_SPLIT=1 turns its rule on): each row
+cut into S = cdiv(V, chunk) chunks (`split_config`: 16 KB of the dtype, from V and the dtype only), a program per
 (row, chunk); the training step's rows launched in groups of at most 32 MiB of logits (`split_plan`) so kernel 2's
-re-read comes from L2. Timed s19 (h200-tune-cross_entropy-split-s19.json, 129 candidates at 3 shapes): best
-2467-2634 GB/s for the training step and 3050-3734 forward, behind the lanes layouts at every shape.
+re-read comes from L2. Timed s19 (129 candidates at 3 shapes, in git: `git show
+f0ced28:docs/results/h200-tune-cross_entropy-split-s19.json`): best 2467-2634 GB/s for the training step and
+3050-3734 forward, behind the lanes layouts at every shape.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ import triton
 # candidates; no shipped rule caps the grid: capped grids were slower, see the module docstring).
 L2_REREAD_BUDGET = 12 * 2**20
 # Widest row held whole in one program's registers: one chunk. A 32000-column row in registers (16 warps, 64 fp32
-# values a thread) ran 25% slower than 4096-column chunks on the H200 (h200-tune-cross_entropy.json).
+# values a thread) ran 25% slower than 4096-column chunks on the H200 (s16's tuning, in git:
+# `git show f0ced28:docs/results/h200-tune-cross_entropy.json`).
 MAX_SINGLE_COLUMNS = 4096
 CHUNK = 4096  # 16 values a thread over 8 warps (s16's block-reduction loop: best against 8192 and 16384)
 # Per-lane statistics (s19): forward 8192 columns over 8 warps; the training step the same for rows of at most
@@ -178,17 +182,17 @@ RULES: tuple[Rule, ...] = (
          "a row of up to 4096 columns is one chunk: read once, in registers"),
     Rule("split rows (candidate, off)", lambda c: SPLIT_ENABLED, _split,
          "only with RIDGELINE_XENT_SPLIT=1: a program per (row, 8192-column chunk), the training step's re-read "
-         "from L2 in 32 MiB groups of rows; not yet timed on the H200 (tune_cross_entropy.py --layouts split)"),
+         "from L2 in 32 MiB groups of rows; timed s19: behind the lanes layouts at every shape (module docstring)"),
     Rule("forward only, chunks", lambda c: not c.has_grad, _lanes_forward,
-         "measured (H200, s19, h200-tune-cross_entropy-lanes-s19.json): one pass over 8192-column chunks, 8 warps, "
-         "(max, sum) per lane, a program per row: 2870-4242 GB/s at V = 32000 to 256000 (0.67-0.99 of the copy rate), "
-         "1.45-1.63x s16's block reductions every 4096 columns; best at 4 of 5 shapes, 0.94x the best at 1024 rows"),
+         "measured (H200, s19, h200-tune-cross_entropy-lanes-back-s19.json): one pass over 8192-column chunks, 8 "
+         "warps, (max, sum) per lane, a program per row: 2900-4246 GB/s at V = 32000 to 256000, the best or within "
+         "0.5% at 4 of 5 shapes, 0.96x the best at 1024 rows; 1.45-1.63x s16's block reductions every 4096 columns"),
     Rule("training step, two passes", lambda c: True, _lanes_training,
-         "measured (H200, s19, h200-tune-cross_entropy-lanes-s19.json): the per-lane stats pass then the gradient "
-         "pass, a program per row; 16384-column chunks over 16 warps from 128256 columns, the gradient pass last chunk "
-         "first (h200-tune-cross_entropy-lanes-back-s19.json: 2701-2951 GB/s, +3-6% on the forward walk, 1.16-1.27x "
-         "s16's layout), 8192 over 8 for rows of <= 128 KB (3286 GB/s at 32000, 1.35x: the re-read hits L2; walking "
-         "back there: 3237); persistent and L2-capped grids were slower (1958-3071 GB/s)"),
+         "measured (H200, s19, h200-tune-cross_entropy-lanes-back-s19.json): the per-lane stats pass then the "
+         "gradient pass, a program per row; 16384-column chunks over 16 warps from 128256 columns with the gradient "
+         "pass last chunk first (2701-2951 GB/s, the best at all 4 such shapes, +3-6% on the forward walk), 8192 over "
+         "8 for rows of <= 128 KB (3285 GB/s at 32000, the best: the re-read hits L2); persistent and L2-capped grids "
+         "were slower"),
 )
 
 

@@ -92,11 +92,13 @@ LAYOUTS: tuple[BwdRule, ...] = (
 # Programs per SM by rows per SM (first match wins).
 GRIDS: tuple[BwdRule, ...] = (
     BwdRule("narrow", lambda n, r: _block(n) <= 4096, {"programs_per_sm": 2},
-            "rows of up to 4096 columns: two programs per SM hide latency at every batch (H200, "
-            "h200-tune-rmsnorm-bwd.json: 4096x4096 37.5 us against 49.9 at one per SM, 65536x4096 453 against "
-            "666, 1024x4096 11.1 against 11.3; four per SM is slower again)"),
+            "rows of up to 4096 columns: two programs per SM hide latency at every batch (H200, s19, "
+            "h200-tune-rmsnorm-bwd-s19.json, the shipped 8-warp prefetch layout: 4096x4096 32.7 us against 37.4 at "
+            "one per SM and 39.8 at four, 16384x4096 104.2 / 128.9 / 112.9, 65536x4096 391.5 / 499.2 / 404.0; s15 "
+            "measured the same without the prefetch)"),
     BwdRule("default", lambda n, r: True, {"programs_per_sm": 1},
-            "one program per SM (Liger's and QuACK's grid): fewest fp32 partials for dweight"),
+            "one program per SM (Liger's and QuACK's grid): fewest fp32 partials for dweight; at 8192 columns "
+            "(s19 tuning, 16384x8192, 16 warps with the prefetch) 201.7 us against 208.2 at two per SM"),
 )
 
 
