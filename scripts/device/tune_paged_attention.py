@@ -1,6 +1,7 @@
 """Time every candidate launch config of paged decode attention per shape on the GPU; print the best per shape last.
 
 Usage (on the GPU machine, from the repo root): python3 scripts/device/tune_paged_attention.py [--json P] [--budget-s S]
+[--variant fp8kv] (every shape with that cache variant instead of its own; the rules can key on the KV itemsize)
 Each shape (B, L, Hq, Hkv, D, BS[, Q]) is timed for every config of rules.candidate_configs() with
 triton.testing.do_bench_cudagraph (graph replay, median); a config that fails to compile or run is recorded with
 its error and skipped, as is a shape that does not fit. Shapes come in pairs at batch 1 and a large batch with the
@@ -41,11 +42,13 @@ def main() -> int:
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "tune-paged_attention.json"))
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--rep-ms", type=int, default=15)
+    ap.add_argument("--variant", default=None, help="the cache variant of every shape (e.g. fp8kv)")
     a = ap.parse_args()
     spec = PagedDecodeAttentionSpec()
     t0 = time.monotonic()
     rows = []
     for shape, variant in SHAPES:
+        variant = variant if a.variant is None else a.variant
         label = "x".join(map(str, shape)) + (f" {variant}" if variant else "")
         if time.monotonic() - t0 > a.budget_s:
             rows.append({"shape": label, "skipped": "time budget spent"})

@@ -24,12 +24,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ridgeline.lib.fp8 import e4m3_to_bf16
 from ridgeline.lib.launch import interpreter_enabled
 from ridgeline.lib.rounding import to_storage
 
 # Read once: the interpreter gives garbage for tl.dot on bf16 and truncates fp32 -> bf16 (emulated there).
 INTERPRETED = interpreter_enabled()
 LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _widen(x, dtype: tl.constexpr):
+    """A K or V tile in the query's dtype; e4m3 -> bf16 through `e4m3_to_bf16` (the plain cast is bound by the
+    conversion pipe: lib/fp8.py)."""
+    if x.dtype == tl.float8e4nv and dtype == tl.bfloat16:
+        return e4m3_to_bf16(x)
+    return x.to(dtype)
 
 
 @triton.jit
@@ -91,7 +101,7 @@ def _paged_decode_kernel(
         if FP32_DOT:
             s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
-            s = tl.dot(q, tl.trans(k.to(q.dtype)))
+            s = tl.dot(q, tl.trans(_widen(k, q.dtype)))
         s = s * mult
         visible = tok_ok[None, :] & (tok[None, :] <= last[:, None])
         s = tl.where(visible, s, float("-inf"))
@@ -103,7 +113,7 @@ def _paged_decode_kernel(
         if FP32_DOT:
             acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), _widen(v, q.dtype))
         m_i = m_new
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)

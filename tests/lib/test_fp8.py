@@ -1,0 +1,68 @@
+"""lib/fp8.e4m3_to_bf16 against torch's cast, every code: on the GPU the inline-assembly path (bit for bit, in a
+shuffled order so that a swapped pair or half shows), under the interpreter the plain cast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from conftest import DEVICE, HAS_CUDA
+from ridgeline.lib.fp8 import e4m3_to_bf16
+
+NAN_CODES = (0x7F, 0xFF)
+
+
+@triton.jit
+def _convert(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, e4m3_to_bf16(tl.load(x_ptr + offs)))
+
+
+@triton.jit
+def _convert_tile(x_ptr, y_ptr, R: tl.constexpr, C: tl.constexpr):
+    """A 2-D tile transposed before the cast, as the decode kernel's K tile is (another register layout)."""
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    y = e4m3_to_bf16(tl.trans(x))
+    tl.store(y_ptr + c[:, None] * R + r[None, :], y)
+
+
+def _codes(repeat: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.arange(256, dtype=torch.int32).repeat(repeat)
+    return codes[torch.randperm(codes.numel(), generator=g)].to(torch.uint8)
+
+
+def _check(codes: torch.Tensor, got: torch.Tensor) -> None:
+    finite = ~torch.isin(codes.cpu(), torch.tensor(NAN_CODES, dtype=torch.uint8))
+    want = codes.view(torch.float8_e4m3fn).to(torch.bfloat16)
+    got, want = got.cpu(), want.cpu()
+    assert torch.equal(got[finite].view(torch.int16), want[finite].view(torch.int16))
+    if HAS_CUDA:  # the documented exception: the NaN codes decode as +-480
+        assert got[~finite].abs().eq(480).all()
+
+
+def test_every_code_bit_for_bit():
+    codes = _codes(4, 0).to(DEVICE)
+    out = torch.full((codes.numel(),), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    _convert[(1,)](codes.view(torch.float8_e4m3fn), out, N=codes.numel())
+    _check(codes, out)
+
+
+def test_every_code_in_a_transposed_tile():
+    codes = _codes(2, 1).to(DEVICE).view(16, 32)
+    out = torch.full((32, 16), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    _convert_tile[(1,)](codes.view(torch.float8_e4m3fn), out, R=16, C=32)
+    _check(codes.t().reshape(-1), out.reshape(-1))
+
+
+@pytest.mark.gpu
+def test_large_random_tensor_on_gpu():
+    x = (torch.randn(1 << 20, device="cuda") * 100).to(torch.float8_e4m3fn)
+    out = torch.empty(x.numel(), dtype=torch.bfloat16, device="cuda")
+    for off in range(0, x.numel(), 4096):
+        _convert[(1,)](x[off:off + 4096], out[off:off + 4096], N=4096)
+    assert torch.equal(out.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
