@@ -1,7 +1,8 @@
 """Triton kernels of `int4_matmul`: y[M, N] = x[M, K] @ dequant(w_packed, scales)^T, fp32 accumulation.
 
 One K block is one quantization group (BLOCK_K = group_size): the packed tile [BLOCK_N, GROUP/2] is read once,
-unpacked in registers (mask / shift, minus 8: the integers -8..7 are exact in bf16/fp16), multiplied on the tensor
+unpacked in registers (mask / shift, minus 8: the integers -8..7 are exact in bf16/fp16; unpack.py does four bytes
+an instruction on the GPU), multiplied on the tensor
 cores by tl.dot against the x tile with a fresh fp32 accumulator, and the group's scale is applied to that
 [BLOCK_M, BLOCK_N] block (BLOCK_M * BLOCK_N multiplies instead of BLOCK_N * GROUP on the weight).
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from ridgeline.ops.int4_matmul.unpack import unpack_nibbles
 
 
 @triton.jit
@@ -60,16 +63,16 @@ def _int4_mm_kernel(
         for g in range(g_begin, g_end):
             xt = tl.load(x_rows + tl.cast(g * GROUP, tl.int64) * stride_xk, mask=mask_m[:, None], other=0.0)
             wb = tl.load(w_rows + g * (GROUP // 2), mask=mask_n[:, None], other=0)
-            lo = (wb & 15).to(tl.int8) - 8
-            hi = (wb >> 4).to(tl.int8) - 8
-            # (j, t) -> k = 2j + t: the low nibble is the even k.
-            wq = tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUP))
             if DOT_FP32:  # fp32 x, or the CPU interpreter (whose tl.dot on bf16 is wrong)
+                lo = (wb & 15).to(tl.int8) - 8
+                hi = (wb >> 4).to(tl.int8) - 8
                 a = xt.to(tl.float32)
-                b = tl.trans(wq.to(tl.float32))
+                # (j, t) -> k = 2j + t: the low nibble is the even k.
+                b = tl.trans(tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUP)).to(tl.float32))
             else:
+                lo, hi = unpack_nibbles(wb, x_ptr.dtype.element_ty)  # (4 bytes an instruction: unpack.py)
                 a = xt
-                b = tl.trans(wq.to(x_ptr.dtype.element_ty))
+                b = tl.trans(tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUP)))
             if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile's M: not batch invariant
                 blk = tl.sum(a[:, :, None] * b[None, :, :], axis=1)
             elif IEEE:
