@@ -61,7 +61,8 @@ def test_every_code_in_a_transposed_tile():
 
 @pytest.mark.gpu
 def test_large_random_tensor_on_gpu():
-    x = (torch.randn(1 << 20, device="cuda") * 100).to(torch.float8_e4m3fn)
+    # (clamped: torch's cast to e4m3fn gives NaN past 448, and NaN codes are the documented exception)
+    x = (torch.randn(1 << 20, device="cuda") * 100).clamp(-448, 448).to(torch.float8_e4m3fn)
     out = torch.empty(x.numel(), dtype=torch.bfloat16, device="cuda")
     for off in range(0, x.numel(), 4096):
         _convert[(1,)](x[off:off + 4096], out[off:off + 4096], N=4096)

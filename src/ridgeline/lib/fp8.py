@@ -5,11 +5,11 @@ per element. F2F runs on the conversion pipe (16 results a clock per SM, the CUD
 table), and a kernel streaming fp8 at the H200's 4.8 TB/s needs ~18 elements a clock per SM: the paged decode over
 an fp8 KV cache ran at 0.18-0.40 of SOL, slower than over a bf16 cache of twice the bytes (s18).
 
-`e4m3_to_bf16` does it with integer and bf16 FMA instructions instead (10 for 4 elements, on pipes of 64-128 a
-clock): each byte moves into the top of a 16-bit half (PRMT), its sign stays at bit 15 and its 7 magnitude bits
-shift right by 4, which lands the 4 exponent and 3 mantissa bits in bfloat16's fields; that bfloat16 is the value
-times 2^-120 (the exponent biases are 7 and 127), for the subnormals too (bfloat16 subnormals scale linearly), and
-one exact multiply by 2^120 (fma.rn.bf16x2, which keeps subnormal inputs) gives the value. Exact for every code but
+`e4m3_to_bf16` does it with integer and packed bf16 instructions instead (8 for 4 elements, on pipes of 64-128 a
+clock): PRMT spreads two bytes over two 16-bit halves with their signs, a shift and a mask land each sign at bit
+15 and the 4 exponent and 3 mantissa bits in bfloat16's fields; that bfloat16 is the value times 2^-120 (the
+exponent biases are 7 and 127), for the subnormals too (bfloat16 subnormals scale linearly), and one exact multiply
+by 2^120 (fma.rn.bf16x2 with -0, which keeps subnormal inputs) gives the value. Exact for every code but
 the two NaN codes (0x7F, 0xFF), which come out as +-480: a saturating quantizer (ours, torch's) never writes them.
 Under the CPU interpreter (no inline assembly) it is the plain cast, which is exact too.
 """
@@ -21,32 +21,33 @@ from ridgeline.lib.launch import interpreter_enabled
 
 INTERPRETED = tl.constexpr(interpreter_enabled())
 
-# Four e4m3 bytes in $2 -> bf16 pairs $0 = (byte 1, byte 0) and $1 = (byte 3, byte 2), low half first.
+# Four e4m3 bytes in $2 -> bf16 pairs $0 = (byte 1, byte 0) and $1 = (byte 3, byte 2), low half first. PRMT puts
+# byte i in the low byte of a half and its sign, replicated (selector bit 3), in the high byte; << 4 moves the 7
+# magnitude bits to bits 4-10 and a sign copy to bit 15; the mask keeps those.
 _E4M3_X4_TO_BF16 = tl.constexpr("""
 {
-.reg .b32 h, m, s, c, z;
+.reg .b32 h, c, z;
 mov.b32 c, 0x7B807B80;
 mov.b32 z, 0x80008000;
-prmt.b32 h, $2, 0, 0x1404;
-shr.b32 m, h, 4;
-and.b32 m, m, 0x07F007F0;
-and.b32 s, h, 0x80008000;
-or.b32 h, s, m;
+prmt.b32 h, $2, 0, 0x9180;
+shl.b32 h, h, 4;
+and.b32 h, h, 0x87F087F0;
 fma.rn.bf16x2 $0, h, c, z;
-prmt.b32 h, $2, 0, 0x3424;
-shr.b32 m, h, 4;
-and.b32 m, m, 0x07F007F0;
-and.b32 s, h, 0x80008000;
-or.b32 h, s, m;
+prmt.b32 h, $2, 0, 0xB3A2;
+shl.b32 h, h, 4;
+and.b32 h, h, 0x87F087F0;
 fma.rn.bf16x2 $1, h, c, z;
 }
 """)
 
 
 @triton.jit
-def e4m3_to_bf16(x):
-    """float8e4nv tensor -> bfloat16 tensor of the same values (NaN codes: see the module docstring)."""
+def e4m3_to_bf16(x, IN_PLACE: tl.constexpr = False):
+    """float8e4nv tensor -> bfloat16 tensor of the same values (NaN codes: see the module docstring).
+    IN_PLACE: convert in the layout x was loaded in (an impure asm, which the compiler does not move past a layout
+    change), not in the consumer's: for a tl.dot operand that 8-bit loads cannot give in its layout (a
+    transposed one: bytes one at a time), the bf16 result goes through shared memory and ldmatrix instead."""
     if INTERPRETED:
         return x.to(tl.bfloat16)
     return tl.inline_asm_elementwise(_E4M3_X4_TO_BF16, "=r,=r,r", [x.to(tl.uint8, bitcast=True)],
-                                     dtype=tl.bfloat16, is_pure=True, pack=4)
+                                     dtype=tl.bfloat16, is_pure=not IN_PLACE, pack=4)

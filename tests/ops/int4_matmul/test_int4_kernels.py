@@ -175,7 +175,7 @@ def test_torch_compile_fullgraph():
 
 def test_rules():
     assert [max_m for max_m, _ in TILE_RULES] == sorted(max_m for max_m, _ in TILE_RULES)
-    assert tile_config(1).block_m == 16 and tile_config(1000).block_m == 128
+    assert tile_config(1).block_m == 16 and tile_config(1000).block_m == 64
     assert all(isinstance(c, TileConfig) and c.block_m >= 16 and c.block_n >= 16 for _, c in TILE_RULES)
     # The numeric split depends on (N, K) only, never on M; decode of a 4096 x 4096 layer on 132 SMs splits.
     assert splits_for(4096, 4096, 128, 132) > 1 and splits_for(57344, 8192, 128, 132) == 1

@@ -30,10 +30,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ridgeline.ops.int4_matmul.unpack import unpack_nibbles
+
 
 @triton.jit
 def _dequant(nib, MODE: tl.constexpr):
-    """int16 nibbles 0..15 -> v - 8 in fp16 (MODE 1), bf16 (MODE 2) or fp32 (MODE 0), all exact."""
+    """int16 nibbles 0..15 -> v - 8 in fp16 (MODE 1), bf16 (MODE 2) or fp32 (MODE 0), all exact (MODE 3, the
+    GPU's bf16 / fp16: unpack.py, four bytes an instruction)."""
     if MODE == 1:
         w = (nib | 0x6400).to(tl.float16, bitcast=True) - 1032.0
     elif MODE == 2:
@@ -107,11 +110,14 @@ def _int4_mm_split_kernel(
                 live = g < g_end  # a step's groups past the split's end: no loads, no add
                 kb = tl.cast(g, tl.int64) * HALF  # the group's first byte (k0 = 2 * kb: a plain product keeps the
                 k0 = kb * 2  # divisibility the compiler needs for 16-byte copies; kb = k0 // 2 loses it)
-                wb = tl.load(w_tile + kb, mask=w_mask & live, other=0).to(tl.int16)
+                wb = tl.load(w_tile + kb, mask=w_mask & live, other=0)
                 xe = tl.load(x_even + k0 * stride_xk, mask=x_mask & live, other=0.0)
                 xo = tl.load(x_even + (k0 + 1) * stride_xk, mask=x_mask & live, other=0.0)
-                lo = _dequant(wb & 15, DEQ_MODE)
-                hi = _dequant(wb >> 4, DEQ_MODE)
+                if DEQ_MODE == 3:  # four bytes an instruction (unpack.py; GPU only)
+                    lo, hi = unpack_nibbles(wb, xe.dtype)
+                else:
+                    lo = _dequant(wb.to(tl.int16) & 15, DEQ_MODE)
+                    hi = _dequant(wb.to(tl.int16) >> 4, DEQ_MODE)
                 if DEQ_MODE == 0:  # fp32 x, or bf16 x in the interpreter (upcast right after the load)
                     xe = xe.to(tl.float32)
                     xo = xo.to(tl.float32)

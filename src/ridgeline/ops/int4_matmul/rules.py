@@ -50,11 +50,9 @@ TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
     (16, TileConfig(16, 64, 4, 4, "decode: tl.dot's minimum of 16 rows; 64 columns x 64 bytes of K per group "
                                   "keep 4 KB of weight per program in flight, 4 stages deep")),
     (32, TileConfig(32, 64, 4, 4, "small batch: still weight-bound, the x tile grows, the weight tile does not")),
-    (64, TileConfig(64, 64, 4, 4, "64 rows: one wgmma M tile per warpgroup")),
-    (256, TileConfig(64, 128, 4, 3, "small prefill: each weight tile reused by 64 rows; 128 columns halve the "
-                                    "x re-reads")),
-    (1 << 62, TileConfig(128, 64, 8, 3, "prefill: two warpgroups; 128x128 spilled 560 B at sm_90 (the split-order "
-                                        "accumulators are two fp32 tiles)")),
+    (1 << 62, TileConfig(64, 128, 4, 3, "33 rows and up: one wgmma M tile per warpgroup, 128 columns halve the x "
+                                        "re-reads; s20 tuning (h200-tune-int4_matmul-s20.json): 1.23x the 64-column "
+                                        "tile at 64x8192x28672, 1.69x the 128x64 w8 tile at 1024x4096x4096")),
 )
 
 # The numeric split: aim for this many programs over N (at 64 columns each) times splits, i.e. about 2 waves of

@@ -34,11 +34,11 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _widen(x, dtype: tl.constexpr):
+def _widen(x, dtype: tl.constexpr, IN_PLACE: tl.constexpr = False):
     """A K or V tile in the query's dtype; e4m3 -> bf16 through `e4m3_to_bf16` (the plain cast is bound by the
     conversion pipe: lib/fp8.py)."""
     if x.dtype == tl.float8e4nv and dtype == tl.bfloat16:
-        return e4m3_to_bf16(x)
+        return e4m3_to_bf16(x, IN_PLACE)
     return x.to(dtype)
 
 
@@ -113,7 +113,7 @@ def _paged_decode_kernel(
         if FP32_DOT:
             acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), _widen(v, q.dtype))
+            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), _widen(v, q.dtype, True))
         m_i = m_new
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
