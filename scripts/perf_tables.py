@@ -77,8 +77,9 @@ SHOWN_PEERS = ("liger", "torch-F", "torch-compile")  # HF eager is in every reco
 
 def _why_missing(d: dict, impl: str, shape: tuple, regime: str) -> str:
     """A peer's empty cell, by the record's failures: 'failed' / 'OOM' (its timing raised: a capture, memory),
-    'wrong' (failed its check on values), 'refuses' (raised on that input: one it does not take), 'nondet.' (left
-    out for order variance alone, as records before s17 did with nondeterminism), '-' (not run)."""
+    'wrong' (failed its check on values), 'refuses' (raised on that input: one it does not take), 'n/a' (its
+    package is not installed there), 'nondet.' (left out for order variance alone, as records before s17 did with
+    nondeterminism), '-' (not run)."""
     dims = [x for x in shape if isinstance(x, int)]
     variant = next((x for x in shape if isinstance(x, str)), "")
     mine = [f for f in d.get("failures", []) if f["impl"] == impl and list(f["shape"]) == dims
@@ -93,6 +94,8 @@ def _why_missing(d: dict, impl: str, shape: tuple, regime: str) -> str:
                 return "nondet."
             if any("out of memory" in p for p in parts):
                 return "OOM"
+            if parts[0].startswith("unavailable"):
+                return "n/a"
             return "refuses" if parts[0].startswith("raised") else "wrong"
     return "-"
 
@@ -136,6 +139,9 @@ def compact(path: str) -> str:
     present = {m["impl"] for m in d["measurements"] if m.get("source") == "peer"}
     others = sorted((present | set(asked)) - set(SHOWN_PEERS) - {"torch-eager"})
     peers = [p for p in (*SHOWN_PEERS, *others) if p in present or p in asked]
+    # A peer whose package was not installed at any shape gets no column (the record keeps the failures).
+    peers = [p for p in peers if p in present or not all(
+        str(f.get("reason", "")).startswith("unavailable") for f in d.get("failures", []) if f["impl"] == p)]
     if not peers and ("torch-eager" in present or "torch-eager" in asked):
         peers = ["torch-eager"]
     head = ["shape", "MB", f"{first} µs", "GB/s", "% SOL"] + [PEER_NAMES.get(p, p) for p in peers] + ["x"]

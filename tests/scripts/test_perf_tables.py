@@ -31,3 +31,5 @@ def test_an_empty_peer_cell_names_its_cause():
     # Another shape's or another peer's failure says nothing about this cell.
     assert why(_record(timed), "gather-sdpa", shape, "graph-cold") == "-"
     assert why(_record(timed), "flex", (8, 8192), "graph-cold") == "-"
+    assert why(_record({"impl": "vllm", "stage": "check", "reason": "unavailable: vllm not installed"}), "vllm",
+               shape, "graph-cold") == "n/a"

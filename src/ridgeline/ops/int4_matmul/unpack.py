@@ -13,27 +13,17 @@ import triton
 import triton.language as tl
 
 # $4: four packed bytes. $0, $1: low nibbles of bytes (1, 0) and (3, 2) (low half first); $2, $3: the high ones.
-# %5 placeholders: the magic's bits, the packed constants 1.0 and -(magic + 8) of the dtype.
-_NIBBLES_X4 = """
-{
-.reg .b32 t, u, one, neg;
-mov.b32 one, ONE;
-mov.b32 neg, NEG;
-prmt.b32 t, $4, 0, 0x4140;
+# One pair of bytes: PRMT puts them in the low bytes of two halves, then per nibble LOP3 (0xEA: (a & b) | c) and FMA.
+_PAIR = """prmt.b32 t, $4, 0, {sel};
 lop3.b32 u, t, 0x000F000F, MAGIC, 0xEA;
-fma.rn.TY $0, u, one, neg;
+fma.rn.TY ${lo}, u, one, neg;
 shr.b32 u, t, 4;
 lop3.b32 u, u, 0x000F000F, MAGIC, 0xEA;
-fma.rn.TY $2, u, one, neg;
-prmt.b32 t, $4, 0, 0x4342;
-lop3.b32 u, t, 0x000F000F, MAGIC, 0xEA;
-fma.rn.TY $1, u, one, neg;
-shr.b32 u, t, 4;
-lop3.b32 u, u, 0x000F000F, MAGIC, 0xEA;
-fma.rn.TY $3, u, one, neg;
-}
+fma.rn.TY ${hi}, u, one, neg;
 """
-# (lop3 0xEA: (a & b) | c.)
+_NIBBLES_X4 = ("{\n.reg .b32 t, u, one, neg;\nmov.b32 one, ONE;\nmov.b32 neg, NEG;\n"
+               + _PAIR.format(sel="0x4140", lo=0, hi=2) + _PAIR.format(sel="0x4342", lo=1, hi=3) + "}\n")
+# ONE, NEG, MAGIC: the packed constants 1.0 and -(magic + 8) of the dtype, and the magic's bits.
 BF16_ASM = tl.constexpr(_NIBBLES_X4.replace("ONE", "0x3F803F80").replace("NEG", "0xC308C308")
                         .replace("MAGIC", "0x43004300").replace("TY", "bf16x2"))
 FP16_ASM = tl.constexpr(_NIBBLES_X4.replace("ONE", "0x3C003C00").replace("NEG", "0xE408E408")
