@@ -14,8 +14,9 @@ every split itself (large M). Both add the same numbers in the same order, so a 
 launch, only on (N, K) and on the tensor-core instruction that sums a group. That last part is not uniform: tiles
 of 16 and 32 rows run tl.dot as mma.sync (HMMA), tiles of 64 rows and more as wgmma (HGMMA), and on the H200 the
 two disagree in the last bit of a group's fp32 sum now and then (s15/s16: one row in a few thousand, 1 bf16 ulp, at
-K >= 4096; s20, the 64x128 wgmma tile: 2 ulps once). So rows are bitwise batch invariant among batches of M <= 32 and among batches of M >= 33, not across
-that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves and measures the crossing).
+K >= 4096; s20, the 64x128 wgmma tile: 2 ulps once). So rows are bitwise batch invariant among batches of M <= 32
+and among batches of M >= 33, not across that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves
+and measures the crossing).
 No atomics: deterministic.
 """
 

@@ -1,11 +1,11 @@
 """Launch rules of the FP8 scaled GEMM and the quantizers: ordered tables of data, first match wins.
 
-GEMM tiles. The values below began as first guesses; the first H200 tuning run (docs/results/
-h200-tune-scaled_mm.json, session 15, with fast FP8 accumulation) confirmed the large-M rows (128x256x128 over 8
-warps within 1-6 % of the best candidate from M = 256 in row mode; since the accumulator is promoted every BLOCK_K
-that tile spills and the rule takes 256x128, see GEMM_RULES), 128x128x128 s4 the best in block mode) and left the
-decode rows open: its timings of tens of microseconds disagreed by up to 2x between near-identical candidates, too
-noisy to set a rule.
+GEMM tiles. The values below began as first guesses; the first H200 tuning run (`git show
+c466aa1:docs/results/h200-tune-scaled_mm.json`, session 15, with fast FP8 accumulation) confirmed the large-M rows
+(128x256x128 over 8 warps within 1-6 % of the best candidate from M = 256 in row mode; since the accumulator is
+promoted every BLOCK_K that tile spills and the rule takes 256x128, see GEMM_RULES), 128x128x128 s4 the best in
+block mode) and left the decode rows open: its timings of tens of microseconds disagreed by up to 2x between
+near-identical candidates, too noisy to set a rule.
 Where they came from: the usual Hopper FP8
 points (wgmma takes 64 rows per warpgroup, K steps of 128 bytes keep the TMA boxes 128 B wide, 3-6 stages fit the
 228 KB of shared memory) and two facts of FACTS.md: at M <= 64 the weight bytes are the whole cost (a full GPU
