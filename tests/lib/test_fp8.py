@@ -67,3 +67,28 @@ def test_large_random_tensor_on_gpu():
     for off in range(0, x.numel(), 4096):
         _convert[(1,)](x[off:off + 4096], out[off:off + 4096], N=4096)
     assert torch.equal(out.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
+
+
+# --- what sm_90 compiles (ahead of time, no GPU): the instruction mix the s20 speedups came from -------------
+def _aot_sass(op: str, shape: tuple, variant: str, tmp_path) -> dict:
+    import ridgeline.profile as P
+
+    if P.tool_path("ptxas") is None or P.tool_path("cuobjdump") is None or HAS_CUDA:
+        pytest.skip("needs Triton's bundled ptxas/cuobjdump and no GPU (the ahead-of-time path)")
+    prof = P.profile(op, "ridgeline", shape, "bf16", variant=variant, out_dir=tmp_path, kineto=False)
+    return {k["name"]: (k, (tmp_path / k["files"]["sass"]).read_text()) for k in prof["kernels"]}
+
+
+def test_fp8_cache_decode_widens_without_the_conversion_pipe(tmp_path):
+    kernel, sass = _aot_sass("paged_decode_attention", (8, 4096, 32, 8, 128, 64), "fp8kv", tmp_path)[
+        "_paged_decode_kernel"]
+    assert "F2F.BF16" not in sass  # Triton's cast: one F2F an element
+    assert "LDS.U8" not in sass  # V's transposed operand a byte at a time
+    assert "LDSM.16.MT88" in sass  # V widened first, then ldmatrix.trans
+    assert kernel["spill_stores_bytes"] == 0
+
+
+def test_int4_decode_unpacks_four_bytes_an_instruction(tmp_path):
+    kernel, sass = _aot_sass("int4_matmul", (1, 4096, 4096), "", tmp_path)["_int4_mm_kernel"]
+    assert "HFMA2.BF16" in sass and "I2F" not in sass
+    assert kernel["sass"]["histogram"].get("PRMT", 0) < 100  # Triton's own unpack: 164 a loop step

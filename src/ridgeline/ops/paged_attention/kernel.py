@@ -7,7 +7,11 @@ block table (pages in any order,
 any block size), K and V tiles [BLOCK_N, D] are loaded once for the whole group (the point of GQA: KV bytes are
 read once per kv head, not once per q head), scores S = q K^T on the tensor cores (fp32 accumulation), an online
 softmax in base 2 (the softmax scale and k_scale folded into one multiplier), and acc += P V (v_scale applied
-once at the end). FP8 (e4m3) K/V are widened to the query's dtype in registers (exact: e4m3 fits in bf16/fp16).
+once at the end). FP8 (e4m3) K/V are widened to the query's dtype in registers (exact: e4m3 fits in bf16/fp16),
+to bf16 by lib/fp8.py's integer path (Triton's cast is bound by the conversion pipe); K in the dot's operand layout,
+V in the layout it was loaded in (V is P V's B operand with tokens, its K dimension, strided in the cache: 8-bit
+data would reach that layout a byte at a time; widened first, it takes ldmatrix.trans like a bf16 cache; s20 SASS:
+699 instructions a 64-token step instead of 1061).
 
 Causal among the Q new tokens: query token i (0-based, of Q) sits at position seq_len - Q + i, so it sees keys
 [0, seq_len - Q + i]. A row that sees no key (seq_len 0, or seq_len < Q for the first tokens) outputs zeros.
