@@ -2,9 +2,9 @@
 
 One K block is one quantization group (BLOCK_K = group_size): the packed tile [BLOCK_N, GROUP/2] is read once,
 unpacked in registers (mask / shift, minus 8: the integers -8..7 are exact in bf16/fp16; unpack.py does four bytes
-an instruction on the GPU), multiplied on the tensor
-cores by tl.dot against the x tile with a fresh fp32 accumulator, and the group's scale is applied to that
-[BLOCK_M, BLOCK_N] block (BLOCK_M * BLOCK_N multiplies instead of BLOCK_N * GROUP on the weight).
+an instruction on the GPU), multiplied on the tensor cores by tl.dot against the x tile with a fresh fp32
+accumulator, and the group's scale is applied to that [BLOCK_M, BLOCK_N] block (BLOCK_M * BLOCK_N multiplies
+instead of BLOCK_N * GROUP on the weight).
 
 Split-K and batch invariance. The K groups are cut into SPLITS numeric splits (a function of N and K only, never
 of M; rules.py): each split sums its groups in order into its own fp32 partial, and the partials are added in split
