@@ -86,9 +86,13 @@ def test_fp8_cache_decode_widens_without_the_conversion_pipe(tmp_path):
     assert "LDS.U8" not in sass  # V's transposed operand a byte at a time
     assert "LDSM.16.MT88" in sass  # V widened first, then ldmatrix.trans
     assert kernel["spill_stores_bytes"] == 0
+    (step,) = kernel["sass"]["loops"]  # one 64-token step: 700 instructions at s20 (1061 with byte loads for V)
+    assert step["instructions"] < 800, step
 
 
 def test_int4_decode_unpacks_four_bytes_an_instruction(tmp_path):
     kernel, sass = _aot_sass("int4_matmul", (1, 4096, 4096), "", tmp_path)["_int4_mm_kernel"]
     assert "HFMA2.BF16" in sass and "I2F" not in sass
     assert kernel["sass"]["histogram"].get("PRMT", 0) < 100  # Triton's own unpack: 164 a loop step
+    step = max(kernel["sass"]["loops"], key=lambda lp: lp["instructions"])
+    assert step["instructions"] < 350, step  # one 64 x 128 step: 289 at s20 (557 with Triton's unpack)

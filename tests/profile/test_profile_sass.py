@@ -54,3 +54,25 @@ def test_occupancy_sm90():
     assert "note" in P.occupancy(32, 0, 8, arch=75) and "note" not in P.occupancy(32, 0, 8, arch=80)
 
 
+
+
+def test_loops_are_the_backward_branches():
+    text = (DATA / "sass_rmsnorm_4096_bf16_sm90.txt").read_text()
+    (loop,) = P.sass_loops(text)  # the row loop; the trailing `BRA 0xe80` to itself is the end-of-kernel trap
+    assert (loop["start"], loop["end"]) == ("0x280", "0xe60")
+    addresses = [int(m.group(1), 16) for m in (re.match(r"^\s+/\*([0-9a-f]{4})\*/\s+\S", ln) for ln in
+                                                text.splitlines()) if m]
+    assert loop["instructions"] == sum(0x280 <= a <= 0xe60 for a in addresses)
+    assert sum(loop["histogram"].values()) <= loop["instructions"] and loop["histogram"]["SHFL"] == 8
+    assert P.parse_sass(text)["loops"] == [loop]
+
+
+def test_loops_nested_and_labelled():
+    lines = [f"        /*{a:04x}*/                   {op} ;" for a, op in [
+        (0x10, "MOV R1, R2"), (0x20, "IADD3 R1, R1, 1, RZ"), (0x30, "FFMA R3, R3, R3, R3"),
+        (0x40, "@P0 BRA 0x20"), (0x50, "HMMA.16816.F32.BF16 R4, R8, R12, R4"), (0x60, "@!P1 BRA 0x10"),
+        (0x70, "BRA `(.L_x_3)"), (0x80, "EXIT")]]
+    inner, outer = sorted(P.sass_loops("\n".join(lines)), key=lambda lp: lp["instructions"])
+    assert (inner["start"], inner["end"], inner["instructions"]) == ("0x20", "0x40", 3)
+    assert (outer["start"], outer["end"], outer["instructions"]) == ("0x10", "0x60", 6)
+    assert outer["histogram"]["HMMA"] == 1 and outer["histogram"]["BRA"] == 2

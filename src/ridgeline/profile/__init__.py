@@ -40,6 +40,7 @@ from ridgeline.profile.sass import (
     parse_sass,
     ptxas_usage,
     resource_usage,
+    sass_loops,
     sass_opcodes,
     tool_path,
 )
@@ -50,6 +51,6 @@ __all__ = [
     "attach_profile", "capture_call", "capture_launches", "compile_in_child", "compile_launches", "compiled_in",
     "default_out_dir", "disassemble", "hooks_for", "jit_new_kernels", "jit_snapshot", "kernel_facts",
     "launch_from_json", "launch_to_json", "ncu_command", "occupancy", "parse_ncu_csv", "parse_sass", "profile",
-    "ptxas_usage", "record_launch", "resource_usage", "run_kineto", "run_ncu", "sass_opcodes", "specialization",
-    "summarize_ncu", "summarize_trace", "tool_path",
+    "ptxas_usage", "record_launch", "resource_usage", "run_kineto", "run_ncu", "sass_loops", "sass_opcodes",
+    "specialization", "summarize_ncu", "summarize_trace", "tool_path",
 ]

@@ -33,6 +33,35 @@ def sass_opcodes(text: str) -> list[str]:
     return out
 
 
+_ADDRESSED = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+")
+_BRANCH_TO = re.compile(r"\bBRA(?:\.[A-Z0-9_]+)*\s+0x([0-9a-fA-F]+)")
+MAX_LOOPS = 6
+
+
+def sass_loops(text: str) -> list[dict[str, Any]]:
+    """The kernel's loops, found as backward branches (a BRA to a lower address, cuobjdump's hex targets): for each,
+    its address range, the instructions from the target to the branch (one trip through the body, an inner loop's
+    body counted once) and their histogram. Where a kernel spends its time per byte, this is the count to read;
+    the whole kernel's total mixes the prologue and epilogue in. Sorted by address, at most MAX_LOOPS (the longest)."""
+    addressed: list[tuple[int, str]] = []
+    for line in text.splitlines():
+        a, m = _ADDRESSED.match(line), _SASS_LINE.match(line)
+        if a and m:
+            addressed.append((int(a.group(1), 16), line))
+    loops = []
+    for i, (addr, line) in enumerate(addressed):
+        b = _BRANCH_TO.search(line)
+        if not b or int(b.group(1), 16) >= addr:
+            continue
+        target = int(b.group(1), 16)
+        body = [op for a, op in ((a, _SASS_LINE.match(ln).group(1)) for a, ln in addressed[: i + 1]) if a >= target]
+        hist = Counter(op.split(".")[0] for op in body)
+        loops.append({"start": hex(target), "end": hex(addr), "instructions": len(body),
+                      "histogram": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))[:16])})
+    loops = sorted(loops, key=lambda lp: -lp["instructions"])[:MAX_LOOPS]
+    return sorted(loops, key=lambda lp: int(lp["start"], 16))
+
+
 def access_width(opcode: str) -> int:
     """Bits per thread of a load or store opcode: LDG.E.128 -> 128, LDG.E.U16 -> 16, LDG.E -> 32."""
     for part in opcode.split(".")[1:]:
@@ -69,6 +98,7 @@ def parse_sass(text: str) -> dict[str, Any]:
         "shared_loads": hist.get("LDS", 0) + hist.get("LDSM", 0),
         "shared_stores": hist.get("STS", 0),
         "atomics": hist.get("RED", 0) + hist.get("ATOM", 0) + hist.get("ATOMG", 0),
+        "loops": sass_loops(text),
     }
 
 

@@ -333,6 +333,19 @@ def sass_table(p: dict[str, Any]) -> Table:
                           "LDL / STL", "most frequent opcodes"], rows, {1})
 
 
+def loops_table(p: dict[str, Any]) -> Table:
+    """Each kernel's loops (backward branches in the SASS): the instructions one trip through a body takes, the
+    count that sets an issue-bound kernel's speed (the SASS table's totals include the prologue and epilogue)."""
+    rows = []
+    for k in _dicts(p.get("kernels")):
+        s = k.get("sass") if isinstance(k.get("sass"), dict) else {}
+        for lp in _dicts(s.get("loops")):
+            top = ", ".join(f"{op} {c}" for op, c in list(mapping(lp.get("histogram")).items())[:8])
+            rows.append([Cell(str(k.get("name", "?"))), Cell(f"{lp.get('start', '?')}-{lp.get('end', '?')}"),
+                         Cell.number(lp.get("instructions"), fmt_int(lp.get("instructions"))), Cell(top or DASH)])
+    return Table("SASS loops (one trip)", ["kernel", "addresses", "instructions", "most frequent opcodes"], rows, {2})
+
+
 def ncu_table(p: dict[str, Any]) -> Table:
     ncu = p.get("ncu") if isinstance(p.get("ncu"), dict) else {}
     rows = []
