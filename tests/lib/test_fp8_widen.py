@@ -76,7 +76,9 @@ def _aot_sass(op: str, shape: tuple, variant: str, tmp_path) -> dict:
     if P.tool_path("ptxas") is None or P.tool_path("cuobjdump") is None or HAS_CUDA:
         pytest.skip("needs Triton's bundled ptxas/cuobjdump and no GPU (the ahead-of-time path)")
     prof = P.profile(op, "ridgeline", shape, "bf16", variant=variant, out_dir=tmp_path, kineto=False)
-    return {k["name"]: (k, (tmp_path / k["files"]["sass"]).read_text()) for k in prof["kernels"]}
+    kernels = {k["name"]: (k, (tmp_path / k["files"]["sass"]).read_text()) for k in prof["kernels"]}
+    assert kernels, f"no kernel compiled: {prof.get('not_collected')}"  # (the reason, e.g. the child's timeout)
+    return kernels
 
 
 def test_fp8_cache_decode_widens_without_the_conversion_pipe(tmp_path):
