@@ -43,20 +43,19 @@ def sass_loops(text: str) -> list[dict[str, Any]]:
     its address range, the instructions from the target to the branch (one trip through the body, an inner loop's
     body counted once) and their histogram. Where a kernel spends its time per byte, this is the count to read;
     the whole kernel's total mixes the prologue and epilogue in. Sorted by address, at most MAX_LOOPS (the longest)."""
-    addressed: list[tuple[int, str]] = []
+    rows: list[tuple[int, str, str]] = []  # (address, opcode, line), each line parsed once
     for line in text.splitlines():
         a, m = _ADDRESSED.match(line), _SASS_LINE.match(line)
         if a and m:
-            addressed.append((int(a.group(1), 16), line))
+            rows.append((int(a.group(1), 16), m.group(1), line))
     loops = []
-    for i, (addr, line) in enumerate(addressed):
+    for i, (addr, _, line) in enumerate(rows):
         b = _BRANCH_TO.search(line)
         if not b or int(b.group(1), 16) >= addr:
             continue
         target = int(b.group(1), 16)
-        body = [op for a, op in ((a, _SASS_LINE.match(ln).group(1)) for a, ln in addressed[: i + 1]) if a >= target]
-        hist = Counter(op.split(".")[0] for op in body)
-        loops.append({"start": hex(target), "end": hex(addr), "instructions": len(body),
+        hist = Counter(op.split(".")[0] for a, op, _ in rows[: i + 1] if a >= target)
+        loops.append({"start": hex(target), "end": hex(addr), "instructions": sum(hist.values()),
                       "histogram": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))[:16])})
     loops = sorted(loops, key=lambda lp: -lp["instructions"])[:MAX_LOOPS]
     return sorted(loops, key=lambda lp: int(lp["start"], 16))

@@ -9,8 +9,9 @@ tl.dot of BLOCK_N x 64 bytes per K step. Here:
   L2-resident at decode) and the weight tile is used in the layout it was loaded in.
 - Dequantize without integer-to-float conversions (I2F runs at 16 per clock per SM on sm_90, below what 4.3 TB/s of
   nibbles needs): a nibble v OR-ed into the bits of 1024.0 (fp16) or 128.0 (bf16) is 1024 + v (128 + v) exactly,
-  and one subtraction of 1032 (136) gives v - 8, already in x's dtype. fp32 x, and bf16 x in the CPU interpreter
-  (whose bf16 math is wrong), take the plain integer path; the interpreter runs the fp16 trick.
+  and one subtraction of 1032 (136) gives v - 8, already in x's dtype; on the GPU in unpack.py's packed form (four
+  bytes an instruction). fp32 x, and bf16 x in the CPU interpreter (whose bf16 math is wrong), take the plain
+  integer path; the interpreter runs the fp16 trick one nibble at a time.
 - GROUPS_PER_STEP groups per K step (BLOCK_K = GROUP * GROUPS_PER_STEP), each group its own loads and dots, so one
   loop iteration has GROUPS_PER_STEP * BLOCK_N * GROUP / 2 weight bytes for the pipeliner to keep in flight.
 - SWAP_AB (decode): compute y^T = W x^T, so the weight tile is the MMA's M operand (BLOCK_N = 64/128 rows fill a
@@ -35,12 +36,10 @@ from ridgeline.ops.int4_matmul.unpack import unpack_nibbles
 
 @triton.jit
 def _dequant(nib, MODE: tl.constexpr):
-    """int16 nibbles 0..15 -> v - 8 in fp16 (MODE 1), bf16 (MODE 2) or fp32 (MODE 0), all exact (MODE 3, the
-    GPU's bf16 / fp16: unpack.py, four bytes an instruction)."""
+    """int16 nibbles 0..15 -> v - 8 in fp16 (MODE 1) or fp32 (MODE 0), both exact (MODE 3, the GPU's bf16 / fp16:
+    unpack.py, four bytes an instruction, the same bit trick)."""
     if MODE == 1:
         w = (nib | 0x6400).to(tl.float16, bitcast=True) - 1032.0
-    elif MODE == 2:
-        w = (nib | 0x4300).to(tl.bfloat16, bitcast=True) - 136.0
     else:
         w = (nib - 8).to(tl.float32)
     return w

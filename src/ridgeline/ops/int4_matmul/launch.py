@@ -173,12 +173,13 @@ def _launch_split(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor
     n = w_packed.shape[0]
     n_groups = k // group_size
     interp = interpreter_enabled()
-    # Dequantize: 1 = fp16 bit trick, 2 = bf16 bit trick, 0 = integers to fp32 (fp32 x; bf16 in the interpreter,
-    # whose bf16 math is wrong). Dot: 0 = tensor cores, 1 = fp32 IEEE, 2 = the interpreter's explicit sum.
-    # 3 = unpack.py's packed instructions (the GPU's bf16 / fp16).
-    deq = {torch.float16: 1, torch.bfloat16: 0 if interp else 2}.get(x2.dtype, 0)
-    if not interp and x2.dtype in (torch.float16, torch.bfloat16):
+    # Dequantize: 3 = unpack.py's packed instructions (the GPU's bf16 / fp16), 1 = the fp16 bit trick (the
+    # interpreter's fp16), 0 = integers to fp32 (fp32 x; bf16 in the interpreter, whose bf16 math is wrong).
+    # Dot: 0 = tensor cores, 1 = fp32 IEEE, 2 = the interpreter's explicit sum.
+    if x2.dtype in (torch.float16, torch.bfloat16) and not interp:
         deq = 3
+    else:
+        deq = 1 if x2.dtype == torch.float16 else 0
     dot = 2 if interp else (1 if x2.dtype == torch.float32 else 0)
     _int4_mm_split_kernel[plan["grid"]](
         x2, w_packed, scales, y, partials,
