@@ -134,8 +134,11 @@ def test_pack_exact_and_roundtrip():
     q = unpack_nibbles(wp)
     assert int(q.min()) >= -8 and int(q.max()) <= 7 and int(q.max()) == 7
     assert float(s[1, 1]) == 0 and bool((q[1, 128:256] == 0).all())
-    # low nibble = even k
-    assert int(wp[0, 0] & 15) - 8 == int(q[0, 0]) and int(wp[0, 0] >> 4) - 8 == int(q[0, 1])
+    # the word order (pack.py): bytes 0..3 of word i hold k 8i + (0, 2), (4, 6), (1, 3), (5, 7) as (low, high)
+    for word in (0, 5, 23):
+        for b, (k_lo, k_hi) in enumerate(((0, 2), (4, 6), (1, 3), (5, 7))):
+            byte = int(wp[0, 4 * word + b])
+            assert (byte & 15) - 8 == int(q[0, 8 * word + k_lo]) and (byte >> 4) - 8 == int(q[0, 8 * word + k_hi])
     deq = unpack_int4(wp, s)
     err = (deq - w.double()).abs().reshape(7, 3, 128)
     assert bool((err <= s.double()[..., None] / 2 + 1e-12).all())  # within half a step (clamp only above +7)
@@ -175,8 +178,10 @@ def test_torch_compile_fullgraph():
 
 def test_rules():
     assert [max_m for max_m, _ in TILE_RULES] == sorted(max_m for max_m, _ in TILE_RULES)
-    assert tile_config(1).block_m == 16 and tile_config(1000).block_m == 64
-    assert all(isinstance(c, TileConfig) and c.block_m >= 16 and c.block_n >= 16 for _, c in TILE_RULES)
+    assert tile_config(1).block_m == 8 and tile_config(1000).block_m == 64
+    assert all(isinstance(c, TileConfig) and c.block_m >= 8 and c.block_n >= 16 for _, c in TILE_RULES)
+    # One MMA orientation for every batch to 32 rows (one instruction family: batch invariance, kernel.py).
+    assert all(tile_config(m).swap_ab for m in range(1, 33)) and not tile_config(33).swap_ab
     # The numeric split depends on (N, K) only, never on M; decode of a 4096 x 4096 layer on 132 SMs splits.
     assert splits_for(4096, 4096, 128, 132) > 1 and splits_for(57344, 8192, 128, 132) == 1
     assert splits_for(4096, 128, 128, 132) == 1
@@ -206,3 +211,32 @@ def test_pack_peer_agrees():
     w = torch.randn((5, 256)).to(torch.float16)
     a, b = fn(w, 128), pack_int4(w, 128)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("cfg", [TileConfig(8, 16, 1, 1, swap_ab=True), TileConfig(16, 32, 2, 2, swap_ab=True,
+                                                                                   groups_per_step=2),
+                                 TileConfig(16, 16, 1, 1, groups_per_step=4), TileConfig(8, 32, 4, 3, swap_ab=False)])
+def test_configs_values_and_bits(dtype, cfg):
+    """Every orientation, tile and groups-a-trip against float64, on 7 groups (a trip of 2 or 4 groups ends on a
+    masked tail) with splits; and bitwise equal to the rules' launch (same numeric split, same per-group sums)."""
+    wp, s = _weights(40, 7 * 128, seed=3)
+    x = torch.randn((5, 7 * 128), generator=torch.Generator().manual_seed(4)).to(dtype)
+    y = int4_matmul(x, wp, s, cfg=cfg)
+    _check(y, x, wp, s)
+    assert torch.equal(y, int4_matmul(x, wp, s))
+
+
+def test_check_config_errors():
+    wp, s = _weights(40, 256)
+    x = torch.randn((2, 256), dtype=torch.float16)
+    for bad, text in ((TileConfig(block_m=12), "^cfg: block_m must be a power of two in 8..256"),
+                      (TileConfig(block_n=8), "^cfg: block_n must be a power of two in 16..256"),
+                      (TileConfig(groups_per_step=3), "^cfg: groups_per_step must be one of 1, 2, 4"),
+                      (TileConfig(num_warps=3), "^cfg: num_warps must be 1, 2, 4 or 8"),
+                      (TileConfig(num_stages=0), "^cfg: num_warps must be 1, 2, 4 or 8 and num_stages"),
+                      (TileConfig(swap_ab=1), "^cfg: swap_ab must be a bool")):
+        with pytest.raises(ValueError, match=text):
+            int4_matmul(x, wp, s, cfg=bad)
+    with pytest.raises(TypeError, match="^cfg: expected a rules.TileConfig"):
+        int4_matmul(x, wp, s, cfg=(16, 64))

@@ -1,22 +1,29 @@
-"""Triton kernels of `int4_matmul`: y[M, N] = x[M, K] @ dequant(w_packed, scales)^T, fp32 accumulation.
+"""Triton kernel of `int4_matmul`: y[M, N] = x[M, K] @ dequant(w_packed, scales)^T, fp32 accumulation.
 
-One K block is one quantization group (BLOCK_K = group_size): the packed tile [BLOCK_N, GROUP/2] is read once,
-unpacked in registers (mask / shift, minus 8: the integers -8..7 are exact in bf16/fp16; unpack.py does four bytes
-an instruction on the GPU), multiplied on the tensor cores by tl.dot against the x tile with a fresh fp32
-accumulator, and the group's scale is applied to that [BLOCK_M, BLOCK_N] block (BLOCK_M * BLOCK_N multiplies
-instead of BLOCK_N * GROUP on the weight).
+One quantization group is one K step of the MMA (GROUPS_PER_STEP of them unrolled in a loop trip): the packed tile
+[BLOCK_N, GROUP/2] is read once, unpacked in registers (unpack.py: a word of 8 weights in 11 instructions, bf16, or
+9, fp16, straight into MMA register pairs thanks to pack.py's word order; the integers -8..7 are exact), multiplied
+on the tensor cores by tl.dot against the x tile with a fresh fp32 accumulator, and the group's scale is applied to
+that block (BLOCK_M * BLOCK_N multiplies instead of BLOCK_N * GROUP on the weight).
+
+Orientation (SWAP_AB). Decode tiles (M <= 32) compute y^T = W x^T: the weight tile is the MMA's A operand, whose
+registers the unpack writes directly, and x^T the B operand, so x's few rows fill an 8- or 16-wide N tile (mma.sync
+m16n8k16) instead of a 16-row M tile that wastes 15/16 of each MMA at M = 1. With x as the A operand ptxas spends
+~4 register moves an MMA gathering x's fragments (s21 SASS, scripts/int4_unpack_sass.py: 251 instructions a 64 x 128
+step as s20 shipped, 159 swapped with the word order at M <= 8). From 33 rows the x tile is the wgmma's A operand
+and the weight its B operand (SWAP_AB off, 64-row tiles).
 
 Split-K and batch invariance. The K groups are cut into SPLITS numeric splits (a function of N and K only, never
 of M; rules.py): each split sums its groups in order into its own fp32 partial, and the partials are added in split
 order. A launch either gives each split its own programs (SPLIT_PROGRAMS: partials go to an fp32 workspace and
 `lib.splitk` adds them in order; decode, where N alone gives too few programs) or lets one program walk
 every split itself (large M). Both add the same numbers in the same order, so a row's bits do not depend on the
-launch, only on (N, K) and on the tensor-core instruction that sums a group. That last part is not uniform: tiles
-of 16 and 32 rows run tl.dot as mma.sync (HMMA), tiles of 64 rows and more as wgmma (HGMMA), and on the H200 the
-two disagree in the last bit of a group's fp32 sum now and then (s15/s16: one row in a few thousand, 1 bf16 ulp, at
-K >= 4096; s20, the 64x128 wgmma tile: 2 ulps once). So rows are bitwise batch invariant among batches of M <= 32
-and among batches of M >= 33, not across that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves
-and measures the crossing).
+launch, only on (N, K) and on the tensor-core instruction that sums a group. That last part is not uniform: the
+swapped tiles (M <= 32) run tl.dot as mma.sync (HMMA), tiles of 64 rows as wgmma (HGMMA), and on the H200 the two
+disagree in the last bit of a group's fp32 sum now and then (s15/s16: one row in a few thousand, 1 bf16 ulp, at
+K >= 4096; s20: 2 ulps once). So rows are bitwise batch invariant among batches of M <= 32 and among batches of
+M >= 33, not across that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves and measures the
+crossing).
 No atomics: deterministic.
 """
 
@@ -25,7 +32,23 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.ops.int4_matmul.unpack import unpack_nibbles
+from ridgeline.ops.int4_matmul.unpack import unpack_words
+
+
+@triton.jit
+def _weight_tile(wb, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.constexpr, EMULATE: tl.constexpr):
+    """Packed bytes [BLOCK_N, GROUP/2] -> the group's weights q [BLOCK_N, GROUP] in k order (pack.py's word order:
+    byte 2c + d of a word holds k = 4d + c in its low nibble and k = 4d + 2 + c in its high one)."""
+    if EMULATE:  # fp32 x, or the CPU interpreter (no inline assembly; its tl.dot on bf16 is wrong)
+        lo = tl.reshape((wb & 15).to(tl.int8) - 8, (BLOCK_N, GROUP // 8, 2, 2))  # [n, word, c, d]
+        hi = tl.reshape((wb >> 4).to(tl.int8) - 8, (BLOCK_N, GROUP // 8, 2, 2))
+        w = tl.permute(tl.join(lo, hi), (0, 1, 3, 4, 2))  # [n, word, d, t, c]: k = 4d + 2t + c
+        return tl.reshape(w, (BLOCK_N, GROUP)).to(tl.float32)
+    else:
+        a, b = unpack_words(wb, DTYPE)  # a: k 8i + 0..3, b: k 8i + 4..7, as register pairs (unpack.py)
+        a = tl.reshape(a, (BLOCK_N, GROUP // 8, 4))
+        b = tl.reshape(b, (BLOCK_N, GROUP // 8, 4))
+        return tl.reshape(tl.permute(tl.join(a, b), (0, 1, 3, 2)), (BLOCK_N, GROUP))
 
 
 @triton.jit
@@ -33,8 +56,9 @@ def _int4_mm_kernel(
     x_ptr, w_ptr, s_ptr, y_ptr, p_ptr,
     M, N, stride_xm, stride_xk, stride_wn, stride_sn, stride_sg, stride_ym,
     n_groups, groups_per_split, m_tiles, mn,
-    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    SPLIT_PROGRAMS: tl.constexpr, DOT_FP32: tl.constexpr, IEEE: tl.constexpr, INTERPRETED: tl.constexpr,
+    GROUP: tl.constexpr, GROUPS_PER_STEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    SPLITS: tl.constexpr, SPLIT_PROGRAMS: tl.constexpr, SWAP_AB: tl.constexpr, EMULATE: tl.constexpr,
+    IEEE: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     # M tiles of one N block are neighbours in launch order: they share the weight tile through L2.
@@ -49,6 +73,7 @@ def _int4_mm_kernel(
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + offs_k[None, :].to(tl.int64) * stride_xk
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + offs_b[None, :]
     s_rows = s_ptr + offs_n.to(tl.int64) * stride_sn
+    dtype = x_ptr.dtype.element_ty
 
     if SPLIT_PROGRAMS:
         s_begin = tl.program_id(1)
@@ -56,38 +81,51 @@ def _int4_mm_kernel(
     else:
         s_begin = 0
         s_end = SPLITS
-    total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    total = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in range(s_begin, s_end):
         g_begin = s * groups_per_split
         g_end = tl.minimum(g_begin + groups_per_split, n_groups)
-        part = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for g in range(g_begin, g_end):
-            xt = tl.load(x_rows + tl.cast(g * GROUP, tl.int64) * stride_xk, mask=mask_m[:, None], other=0.0)
-            wb = tl.load(w_rows + g * (GROUP // 2), mask=mask_n[:, None], other=0)
-            if DOT_FP32:  # fp32 x, or the CPU interpreter (whose tl.dot on bf16 is wrong)
-                lo = (wb & 15).to(tl.int8) - 8
-                hi = (wb >> 4).to(tl.int8) - 8
-                a = xt.to(tl.float32)
-                # (j, t) -> k = 2j + t: the low nibble is the even k.
-                b = tl.trans(tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUP)).to(tl.float32))
-            else:
-                lo, hi = unpack_nibbles(wb, x_ptr.dtype.element_ty)  # (4 bytes an instruction: unpack.py)
-                a = xt
-                b = tl.trans(tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUP)))
-            if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile's M: not batch invariant
-                blk = tl.sum(a[:, :, None] * b[None, :, :], axis=1)
-            elif IEEE:
-                blk = tl.dot(a, b, input_precision="ieee")
-            else:
-                blk = tl.dot(a, b)
-            sc = tl.load(s_rows + g * stride_sg, mask=mask_n, other=0.0).to(tl.float32)
-            part += blk * sc[None, :]
+        part = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for g0 in range(g_begin, g_end, GROUPS_PER_STEP):
+            for j in tl.static_range(GROUPS_PER_STEP):  # unrolled: one loop trip's overhead for several groups
+                g = g0 + j
+                live = g < g_end  # (the split's last trip may hold fewer groups: masked loads give zeros)
+                xt = tl.load(x_rows + tl.cast(g * GROUP, tl.int64) * stride_xk, mask=mask_m[:, None] & live,
+                             other=0.0)
+                wb = tl.load(w_rows + g * (GROUP // 2), mask=mask_n[:, None] & live, other=0)
+                w = _weight_tile(wb, dtype, BLOCK_N, GROUP, EMULATE)
+                a = xt.to(tl.float32) if EMULATE else xt
+                if SWAP_AB:  # [BLOCK_N, BLOCK_M] = W x^T
+                    if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile: not invariant
+                        blk = tl.sum(w[:, None, :] * a[None, :, :], axis=2)
+                    elif IEEE:
+                        blk = tl.dot(w, tl.trans(a), input_precision="ieee")
+                    else:
+                        blk = tl.dot(w, tl.trans(a))
+                else:  # [BLOCK_M, BLOCK_N] = x W^T
+                    if INTERPRETED:
+                        blk = tl.sum(a[:, :, None] * tl.trans(w)[None, :, :], axis=1)
+                    elif IEEE:
+                        blk = tl.dot(a, tl.trans(w), input_precision="ieee")
+                    else:
+                        blk = tl.dot(a, tl.trans(w))
+                sc = tl.load(s_rows + g * stride_sg, mask=mask_n & live, other=0.0).to(tl.float32)
+                if SWAP_AB:
+                    part += blk * sc[:, None]
+                else:
+                    part += blk * sc[None, :]
         total += part
 
+    if SWAP_AB:
+        out_offs = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]
+        y_offs = offs_m.to(tl.int64)[None, :] * stride_ym + offs_n[:, None]
+        out_mask = mask_m[None, :] & mask_n[:, None]
+    else:
+        out_offs = offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
+        y_offs = offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+        out_mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_PROGRAMS and SPLITS > 1:
         # Partials [SPLITS, M, N] (contiguous); the reduce kernel adds them in split order.
-        p = p_ptr + tl.program_id(1).to(tl.int64) * mn + offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
-        tl.store(p, total, mask=mask_m[:, None] & mask_n[None, :])
+        tl.store(p_ptr + tl.program_id(1).to(tl.int64) * mn + out_offs, total, mask=out_mask)
     else:
-        y = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
-        tl.store(y, total.to(y_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+        tl.store(y_ptr + y_offs, total.to(y_ptr.dtype.element_ty), mask=out_mask)

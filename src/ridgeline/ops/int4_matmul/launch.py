@@ -21,9 +21,7 @@ from ridgeline.lib.launch import (
 from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.int4_matmul.pack import check_group
 from ridgeline.ops.int4_matmul.rules import (
-    GEMV_MAX_ROWS,
     GROUPS_PER_STEP,
-    LAYOUTS,
     TileConfig,
     split_programs,
     splits_for,
@@ -72,43 +70,20 @@ def check_config(cfg: object) -> TileConfig:
     """A caller's tile config (the tuning driver's candidates), refused with a one-line error before any launch."""
     if not isinstance(cfg, TileConfig):
         raise TypeError(f"cfg: expected a rules.TileConfig, got {type(cfg).__name__}")
-    if cfg.layout not in LAYOUTS:
-        raise ValueError(f"cfg: layout must be one of {', '.join(LAYOUTS)}; got {cfg.layout!r}")
-    if cfg.layout == "interleaved":
-        if cfg.groups_per_step != 1 or cfg.swap_ab:
-            raise ValueError("cfg: groups_per_step and swap_ab are split-nibbles options; the interleaved layout "
-                             f"takes groups_per_step=1, swap_ab=False (got {cfg.groups_per_step}, {cfg.swap_ab})")
-        return cfg
-    if cfg.layout == "gemv":
-        return _check_gemv(cfg)
-    for name in ("block_m", "block_n"):  # tl.dot's minimum of 16 in every dimension; powers of two for arange
+    for name, low in (("block_m", 8), ("block_n", 16)):  # powers of two for tl.arange; MMA tiles of 8 / 16
         v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
-            raise ValueError(f"cfg: {name} must be a power of two >= 16 for the split-nibbles layout; got {v!r}")
-    return _check_steps_and_warps(cfg)
-
-
-def _check_steps_and_warps(cfg: TileConfig) -> TileConfig:
-    """What the split-nibbles and gemv candidates share: groups per K step, warps, stages."""
+        if isinstance(v, bool) or not isinstance(v, int) or v < low or v > 256 or v & (v - 1):
+            raise ValueError(f"cfg: {name} must be a power of two in {low}..256; got {v!r}")
     if cfg.groups_per_step not in GROUPS_PER_STEP:
         raise ValueError(f"cfg: groups_per_step must be one of {', '.join(map(str, GROUPS_PER_STEP))}; got "
                          f"{cfg.groups_per_step!r}")
-    if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
-        raise ValueError(f"cfg: num_warps must be 1, 2, 4, 8 or 16 and num_stages >= 1; got {cfg.num_warps}, "
-                         f"{cfg.num_stages}")
+    if cfg.num_warps not in (1, 2, 4, 8) or isinstance(cfg.num_stages, bool) or not isinstance(cfg.num_stages, int) \
+            or cfg.num_stages < 1:
+        raise ValueError(f"cfg: num_warps must be 1, 2, 4 or 8 and num_stages an int >= 1; got {cfg.num_warps!r}, "
+                         f"{cfg.num_stages!r}")
+    if not isinstance(cfg.swap_ab, bool):
+        raise ValueError(f"cfg: swap_ab must be a bool; got {cfg.swap_ab!r}")
     return cfg
-
-
-def _check_gemv(cfg: TileConfig) -> TileConfig:
-    """The gemv candidate's options (kernel_gemv.py): BLOCK_N columns a program, warps, stages, groups per step."""
-    v = cfg.block_n
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v > 1024 or v & (v - 1):
-        raise ValueError(f"cfg: block_n must be a power of two in 1..1024 for the gemv layout; got {v!r}")
-    if cfg.block_m != GEMV_MAX_ROWS or cfg.swap_ab:
-        raise ValueError(f"cfg: the gemv layout has no M tile or swap-AB (each program takes all M <= "
-                         f"{GEMV_MAX_ROWS} rows): leave block_m={GEMV_MAX_ROWS}, swap_ab=False (got {cfg.block_m}, "
-                         f"{cfg.swap_ab})")
-    return _check_steps_and_warps(cfg)
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -130,7 +105,7 @@ def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
     cfg = cfg or tile_config(m)
     splits = splits_for(n, k, group_size, sms)
     per_split = split_programs(m, n, cfg, splits, sms) if split_progs is None else (split_progs and splits > 1)
-    m_tiles = 1 if cfg.layout == "gemv" else -(-m // cfg.block_m)  # (gemv: every row in each program)
+    m_tiles = -(-m // cfg.block_m)
     n_tiles = -(-n // cfg.block_n)
     return {"config": cfg.describe(), "cfg": cfg, "splits": splits, "split_programs": per_split,
             "grid": (m_tiles * n_tiles, splits if per_split else 1), "m_tiles": m_tiles}
@@ -146,67 +121,18 @@ def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: t
     cfg, splits, per_split = plan["cfg"], plan["splits"], plan["split_programs"]
     n_groups = k // group_size
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=x2.device) if per_split else y
-    if cfg.layout == "split-nibbles":
-        _launch_split(x2, w_packed, scales, y, partials, group_size, cfg, plan)
-    elif cfg.layout == "gemv":
-        _launch_gemv(x2, w_packed, scales, y, partials, group_size, cfg, plan)
-    else:
-        _int4_mm_kernel[plan["grid"]](
-            x2, w_packed, scales, y, partials,
-            m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
-            n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
-            GROUP=group_size, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SPLITS=splits, SPLIT_PROGRAMS=per_split,
-            DOT_FP32=x2.dtype == torch.float32 or interpreter_enabled(),
-            IEEE=x2.dtype == torch.float32 and not interpreter_enabled(), INTERPRETED=interpreter_enabled(),
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        )
-    if per_split:
-        reduce_splits(partials, y)
-
-
-def _launch_split(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor,
-                  partials: torch.Tensor, group_size: int, cfg: TileConfig, plan: dict[str, Any]) -> None:
-    """The split-nibbles candidate (kernel_split.py): same grid, splits and partials as the shipped body."""
-    from ridgeline.ops.int4_matmul.kernel_split import _int4_mm_split_kernel
-
-    m, k = x2.shape
-    n = w_packed.shape[0]
-    n_groups = k // group_size
-    interp = interpreter_enabled()
-    # Dequantize: 3 = unpack.py's packed instructions (the GPU's bf16 / fp16), 1 = the fp16 bit trick (the
-    # interpreter's fp16), 0 = integers to fp32 (fp32 x; bf16 in the interpreter, whose bf16 math is wrong).
-    # Dot: 0 = tensor cores, 1 = fp32 IEEE, 2 = the interpreter's explicit sum.
-    if x2.dtype in (torch.float16, torch.bfloat16) and not interp:
-        deq = 3
-    else:
-        deq = 1 if x2.dtype == torch.float16 else 0
-    dot = 2 if interp else (1 if x2.dtype == torch.float32 else 0)
-    _int4_mm_split_kernel[plan["grid"]](
+    emulate = x2.dtype == torch.float32 or interpreter_enabled()
+    _int4_mm_kernel[plan["grid"]](
         x2, w_packed, scales, y, partials,
         m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
-        n_groups, -(-n_groups // plan["splits"]), plan["m_tiles"], m * n,
+        n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
         GROUP=group_size, GROUPS_PER_STEP=cfg.groups_per_step, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPLITS=plan["splits"], SPLIT_PROGRAMS=plan["split_programs"], SWAP_AB=cfg.swap_ab, DEQ_MODE=deq,
-        DOT_MODE=dot, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLITS=splits, SPLIT_PROGRAMS=per_split, SWAP_AB=cfg.swap_ab, EMULATE=emulate,
+        IEEE=x2.dtype == torch.float32 and not interpreter_enabled(), INTERPRETED=interpreter_enabled(),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-
-
-def _launch_gemv(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor,
-                 partials: torch.Tensor, group_size: int, cfg: TileConfig, plan: dict[str, Any]) -> None:
-    """The gemv candidate (kernel_gemv.py): N blocks x (splits when they have their own programs), every row in
-    each program; the same numeric splits, partials and ordered reduce as the other bodies."""
-    from ridgeline.ops.int4_matmul.kernel_gemv import _int4_gemv_kernel
-
-    m, k = x2.shape
-    n = w_packed.shape[0]
-    n_groups = k // group_size
-    _int4_gemv_kernel[plan["grid"]](
-        x2, w_packed, scales, y, partials,
-        n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
-        n_groups, -(-n_groups // plan["splits"]), plan["splits"], m * n,
-        ROWS=m, GROUP=group_size, GROUPS_PER_STEP=cfg.groups_per_step, BLOCK_N=cfg.block_n,
-        SPLIT_PROGRAMS=plan["split_programs"], num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    if per_split:
+        reduce_splits(partials, y)
 
 
 def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, group_size: int = 128,
@@ -219,9 +145,7 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     (32, 64, 128 or 256). Repeated calls agree bitwise; a row's result does not depend on the batch among
     batches of up to 32 rows, nor among batches of 33 and more (across the two, the tensor cores' two instruction
     families may differ in a row's last bit: kernel.py).
-    `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes);
-    `cfg.layout="split-nibbles"` runs the candidate body of kernel_split.py, `cfg.layout="gemv"` the CUDA-core
-    body of kernel_gemv.py (M <= 16).
+    `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes).
     """
     # Checked before the custom op too: its dispatch would take a meta tensor's fake result or int() a bad group.
     x, n, k, group_size = _validate(x, w_packed, scales, group_size)
@@ -231,8 +155,6 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
         return int4_matmul_op(x, w_packed, scales, group_size)
     lead = x.shape[:-1]
     x2 = _rows(x)
-    if cfg is not None and cfg.layout == "gemv" and x2.shape[0] > GEMV_MAX_ROWS:
-        raise ValueError(f"cfg: the gemv layout serves M <= {GEMV_MAX_ROWS} rows; got M = {x2.shape[0]}")
     y = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
     if x2.shape[0] and n:
         if x.is_cuda and x.get_device() != torch.cuda.current_device():

@@ -1,10 +1,13 @@
 """The int4 weight format of `int4_matmul`: symmetric per-group quantization, two 4-bit values per byte.
 
 Format (what `pack_int4` writes and the kernel reads):
-- w_packed: uint8 [N, K // 2], contiguous, K-major like nn.Linear's weight. Byte j of row n holds k = 2j in its low
-  nibble and k = 2j + 1 in its high nibble. A nibble stores q + 8 (offset-8, unsigned 0..15) for q in -8..7: the
-  kernel unpacks with one mask or shift and one subtraction (no sign extension), and it is the encoding torch's and
-  GPTQ's int4 kernels use, so peers convert our weights without re-quantizing.
+- w_packed: uint8 [N, K // 2], contiguous, K-major like nn.Linear's weight. Each 4-byte word holds 8 consecutive k
+  (8i .. 8i + 7) in the order the kernel's unpack produces MMA register pairs (unpack.py): byte 0 = (k0 low nibble,
+  k2 high), byte 1 = (k4, k6), byte 2 = (k1, k3), byte 3 = (k5, k7). Masking a nibble of each 16-bit half of the
+  word then gives the pairs (k0, k1), (k2, k3), (k4, k5), (k6, k7) with no byte re-pairing (the s20 format, even k
+  low / odd k high, spent 32 PRMT a 64 x 128 step re-pairing them). A nibble stores q + 8 (offset-8, unsigned
+  0..15) for q in -8..7: no sign extension, and torch's and GPTQ's int4 kernels use the same offset, so the peers
+  convert our weights (a permutation of nibbles, `unpack_nibbles`) without re-quantizing.
 - scales: [N, K // group_size] in the weight's dtype (bf16/fp16; fp32 stays fp32). The dequantized weight is
   w_deq[n, k] = q[n, k] * scales[n, k // group_size], exactly (a 4-bit integer times a 16-bit float fits in fp32).
 Quantization of one group: scale = round_to_scale_dtype(float32(amax / 7)); q = clamp(round_half_even(w / scale),
@@ -60,17 +63,25 @@ def quantize_groups(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, tor
     return q.reshape(n, k).to(torch.int8), scales
 
 
+# The nibble slot of k = 8i + j in word i (slot 2b + t: byte b, t = 0 low / 1 high nibble).
+_WORD_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)
+
+
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
-    """int8 [N, K] in -8..7 -> uint8 [N, K/2]: even k in the low nibble, odd k in the high nibble, offset 8."""
-    u = (q.to(torch.int16) + OFFSET).to(torch.uint8)
-    return (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
+    """int8 [N, K] in -8..7 (K a multiple of 8) -> uint8 [N, K/2] in the word order of the module docstring."""
+    n, k = q.shape
+    u = (q.to(torch.int16) + OFFSET).to(torch.uint8).reshape(n, k // 8, 8)
+    slots = torch.empty_like(u)
+    slots[..., list(_WORD_ORDER)] = u  # slot s of each word takes k = 8i + j where _WORD_ORDER[j] = s
+    return (slots[..., 0::2] | (slots[..., 1::2] << 4)).reshape(n, k // 2).contiguous()
 
 
 def unpack_nibbles(w_packed: torch.Tensor) -> torch.Tensor:
-    """uint8 [N, K/2] -> int8 [N, K] in -8..7 (the inverse of pack_nibbles)."""
-    lo = (w_packed & 15).to(torch.int8) - OFFSET
-    hi = (w_packed >> 4).to(torch.int8) - OFFSET
-    return torch.stack((lo, hi), dim=-1).reshape(w_packed.shape[0], -1)
+    """uint8 [N, K/2] -> int8 [N, K] in -8..7 in k order (the inverse of pack_nibbles)."""
+    n = w_packed.shape[0]
+    b = w_packed.reshape(n, -1, 4)
+    slots = torch.stack(((b & 15).to(torch.int8), (b >> 4).to(torch.int8)), dim=-1).reshape(n, -1, 8) - OFFSET
+    return slots[..., list(_WORD_ORDER)].reshape(n, -1)
 
 
 def pack_int4(w: torch.Tensor, group_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:

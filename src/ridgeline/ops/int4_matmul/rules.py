@@ -4,52 +4,49 @@ Two separate choices:
 1. The numeric split of K (`splits_for`): a function of (N, K) and the GPU's SM count only, never of M, so a row's
    result is the same whatever the batch (batch invariance; kernel.py). Decode needs it: at M <= 64 the N blocks
    alone (N / 64 = 64 programs for a 4096-wide layer) cannot keep 132 SMs' worth of weight loads in flight.
-2. The tile config (`TILE_RULES`, by M): BLOCK_M, BLOCK_N, warps, stages; and whether each split gets its own
-   programs (`split_programs`: when the tiles alone are fewer than SPLIT_BELOW_WAVES waves of the SMs).
-Every number below is a first guess from the design (bytes in flight per SM, tl.dot's minimum of 16 rows, the
-rmsnorm lessons on the H200: ~4 programs per SM of 4 warps saturate DRAM), to be settled by
-scripts/device/tune_int4_matmul.py on the H200.
+2. The tile config (`TILE_RULES`, by M): BLOCK_M, BLOCK_N, warps, stages, the MMA orientation (swap-AB) and groups a
+   loop trip; and whether each split gets its own programs (`split_programs`: when the tiles alone are fewer than
+   SPLIT_BELOW_PROGRAMS_PER_SM programs per SM).
+The tiles from 33 rows were settled by scripts/device/tune_int4_matmul.py on the H200 (s20); the swapped decode
+tiles (s21) come from their sm_90 SASS and await their tuning run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Kernel bodies: "interleaved" (kernel.py, the shipped one), "split-nibbles" (kernel_split.py) and "gemv"
-# (kernel_gemv.py: CUDA cores, all M <= 16 rows per program): tuning candidates for decode bandwidth that no rule
-# below picks until the H200 has timed them.
-LAYOUTS = ("interleaved", "split-nibbles", "gemv")
-GEMV_MAX_ROWS = 16  # the gemv body takes every row of a call in one program, up to this many
-GROUPS_PER_STEP = (1, 2, 4, 8)
+GROUPS_PER_STEP = (1, 2, 4)
 
 
 @dataclass(frozen=True)
 class TileConfig:
-    # (Defaults so the gemv candidate reads TileConfig(layout="gemv", block_n=..., ...); gemv has no M tile and
-    # keeps block_m at its default.)
     block_m: int = 16
     block_n: int = 64
     num_warps: int = 4
     num_stages: int = 1
     why: str = ""
-    layout: str = "interleaved"
-    groups_per_step: int = 1  # split-nibbles, gemv: quantization groups per K step (BLOCK_K = group * this)
-    swap_ab: bool = False  # split-nibbles: y^T = W x^T (the weight tile is the MMA's M operand)
+    swap_ab: bool = False  # y^T = W x^T: the weight tile is the MMA's A operand (kernel.py)
+    groups_per_step: int = 1  # quantization groups unrolled in one K loop trip
 
     def describe(self) -> str:
-        if self.layout == "gemv":
-            return f"gemv BN{self.block_n} w{self.num_warps} s{self.num_stages} g{self.groups_per_step}"
         text = f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
-        if self.layout != "interleaved":
-            text += f" {self.layout} g{self.groups_per_step}" + (" swapAB" if self.swap_ab else "")
-        return text
+        if self.groups_per_step != 1:
+            text += f" g{self.groups_per_step}"
+        return text + (" swapAB" if self.swap_ab else "")
 
 
-# (max M, config): the first row whose max M >= M.
+# (max M, config): the first row whose max M >= M. Every row to 32 swaps A and B (one instruction family, mma.sync,
+# for all of decode: batch invariance, kernel.py).
 TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
-    (16, TileConfig(16, 64, 4, 4, "decode: tl.dot's minimum of 16 rows; 64 columns x 64 bytes of K per group "
-                                  "keep 4 KB of weight per program in flight, 4 stages deep")),
-    (32, TileConfig(32, 64, 4, 4, "small batch: still weight-bound, the x tile grows, the weight tile does not")),
+    (8, TileConfig(8, 64, 4, 4, "decode: x^T fills mma.sync's 8-wide N tile; the unpacked weight is the A operand "
+                               "as it stands (s21 SASS: 159 instructions a 64 x 128 step against 251 unswapped)",
+                   swap_ab=True)),
+    (16, TileConfig(16, 64, 2, 4, "9-16 rows: a 16-wide N tile; 64 weight rows on 2 warps keep mma.sync (on 4 "
+                                  "warps they become wgmma, whose swapped x^T costs more): 195 a 2048-weight warp "
+                                  "step against 254 unswapped", swap_ab=True)),
+    (32, TileConfig(32, 64, 2, 4, "small batch: still weight-bound; 32 weight rows a warp (each warp's own, not "
+                                  "split over x's columns): 260 a 2048-weight warp step against 373 unswapped",
+                    swap_ab=True)),
     (1 << 62, TileConfig(64, 128, 4, 3, "33 rows and up: one wgmma M tile per warpgroup, 128 columns halve the x "
                                         "re-reads; s20 tuning (h200-tune-int4_matmul-s20.json): 1.23x the 64-column "
                                         "tile at 64x8192x28672, 1.69x the 128x64 w8 tile at 1024x4096x4096")),

@@ -138,7 +138,7 @@ class PackInt4Spec(OpSpec):
         super().__init__(
             name="pack_int4",
             summary="int4 weight packing: per-group scale = amax/7, q = round(w/scale) clamped to -8..7, "
-                    "two nibbles per byte along K",
+                    "two nibbles per byte along K in MMA-pair word order",
             signature="fn(w, group_size) -> (w_packed, scales)",
             outputs=("w_packed", "scales"),
             batch_inputs=("w",),
@@ -163,9 +163,10 @@ class PackInt4Spec(OpSpec):
         scales = (wd.abs().amax(-1) / 7).to(torch.float32).to(w.dtype).double()
         s = scales[..., None]
         q = torch.where(s == 0, torch.zeros_like(wd), torch.round(wd / torch.where(s == 0, 1.0, s))).clamp(-8, 7)
-        u = (q.reshape(n, k) + 8).to(torch.int64)
-        packed = u[:, 0::2] | (u[:, 1::2] << 4)
-        return packed.double(), scales
+        u = (q.reshape(n, k // 8, 8) + 8).to(torch.int64)
+        # The word order, written out: bytes 0..3 of word i = k 8i + (0, 2), (4, 6), (1, 3), (5, 7) (low, high).
+        packed = torch.stack([u[..., lo] | (u[..., hi] << 4) for lo, hi in ((0, 2), (4, 6), (1, 3), (5, 7))], -1)
+        return packed.reshape(n, k // 2).double(), scales
 
     def call(self, fn: Callable[..., Any], inputs: Inputs) -> tuple[torch.Tensor, ...]:
         return tuple(fn(inputs["w"], inputs["group_size"]))

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ridgeline.core.registry import Unavailable, register_impl
-from ridgeline.ops.int4_matmul.pack import unpack_int4
+from ridgeline.ops.int4_matmul.pack import unpack_int4, unpack_nibbles
 from ridgeline.ops.int4_matmul.peers._cache import WeightCache
 
 
@@ -46,8 +46,9 @@ def inner_k_tiles_for(k: int) -> int:
 def to_torch_int4(w_packed: torch.Tensor, scales: torch.Tensor, group_size: int, dtype: torch.dtype = torch.bfloat16
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Our (w_packed, scales) -> torch's (int4pack, scales_and_zeros), no re-quantization."""
-    swapped = ((w_packed & 15) << 4) | (w_packed >> 4)  # ours: even k low; torch's: even k high
-    packed = torch._convert_weight_to_int4pack(swapped.contiguous(), inner_k_tiles_for(w_packed.shape[1] * 2))
+    u = (unpack_nibbles(w_packed).to(torch.int16) + 8).to(torch.uint8)  # [N, K] in k order (our words: pack.py)
+    bytes_kn = (u[:, 0::2] << 4) | u[:, 1::2]  # torch's: k = 2j in byte j's high nibble, 2j + 1 in its low one
+    packed = torch._convert_weight_to_int4pack(bytes_kn.contiguous(), inner_k_tiles_for(w_packed.shape[1] * 2))
     s = scales.t().to(dtype)
     scales_and_zeros = torch.stack((s, torch.zeros_like(s)), dim=-1).contiguous()
     return packed, scales_and_zeros
@@ -85,8 +86,11 @@ def _pack_eager(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.T
     g = w.float().reshape(n, k // group_size, group_size)
     scales = (g.abs().amax(-1) / 7).to(w.dtype)
     s = scales.double()[..., None]
-    q = torch.round(g.double() / torch.where(s == 0, 1.0, s)).clamp(-8, 7).reshape(n, k).to(torch.int16) + 8
-    return (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8), scales
+    q = torch.round(g.double() / torch.where(s == 0, 1.0, s)).clamp(-8, 7).reshape(n, k // 8, 8).to(torch.int16) + 8
+    # Words of 8 k: bytes (k0 | k2 << 4), (k4 | k6 << 4), (k1 | k3 << 4), (k5 | k7 << 4), pack.py's order.
+    words = torch.stack((q[..., 0] | q[..., 2] << 4, q[..., 4] | q[..., 6] << 4, q[..., 1] | q[..., 3] << 4,
+                         q[..., 5] | q[..., 7] << 4), dim=-1)
+    return words.reshape(n, k // 2).to(torch.uint8), scales
 
 
 register_impl("pack_int4", "torch-eager", "peer", _torch_pack, description="plain torch packing")
