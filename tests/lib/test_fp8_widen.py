@@ -10,6 +10,7 @@ import triton.language as tl
 
 from conftest import DEVICE, HAS_CUDA
 from ridgeline.lib.fp8 import e4m3_to_bf16
+from ridgeline.ops.int4_matmul.rules import tile_config
 
 NAN_CODES = (0x7F, 0xFF)
 
@@ -96,6 +97,7 @@ def test_int4_decode_unpacks_words_into_mma_pairs(tmp_path):
     kernel, sass = _aot_sass("int4_matmul", (1, 4096, 4096), "", tmp_path)["_int4_mm_kernel"]
     assert "HFMA2.BF16" in sass and "I2F" not in sass and "HMMA" in sass
     step = max(kernel["sass"]["loops"], key=lambda lp: lp["instructions"])
-    # No byte re-pairing left in the loop (s20's format: 48 PRMT a step) and the swapped tile: 194 a 64 x 128 step
-    # (s20: 288; Triton's own unpack: 557).
-    assert step["histogram"].get("PRMT", 0) <= 4 and step["instructions"] < 230, step
+    # No byte re-pairing left in the loop (s20's format: 48 PRMT a step) and the swapped tile: ~181 a 64 x 128 group
+    # (two a trip; one a trip: 194; s20: 288; Triton's own unpack: 557).
+    groups = tile_config(1).groups_per_step
+    assert step["histogram"].get("PRMT", 0) <= 4 and step["instructions"] < 230 * groups, step

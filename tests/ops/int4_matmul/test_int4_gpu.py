@@ -53,11 +53,12 @@ def test_batch_invariance_across_tile_rules(nk):
     assert torch.equal(int4_matmul(x, wp, s), full)  # deterministic
     assert torch.equal(int4_matmul(x[:64], wp, s, split_programs=False), full[:64])
     # Across the families: at most 2 bf16 ulps anywhere, in a few of the 32 rows (the H200: 0 or 1 ulp on the 64x64
-    # tiles; 2 once in two runs at 28672x4096 on the 64x128 tile of s20).
+    # tiles; 2 once in two runs at 28672x4096 on the 64x128 tile of s20; s21's swapped mma.sync tiles, whose K
+    # pairs reach the MMAs in another grouping than the wgmma's: 5 of 32 rows at 28672x4096, within 2 ulps).
     diff = (small.float() - full[:32].float()).abs()
     ulp = torch.finfo(torch.bfloat16).eps * full[:32].float().abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
     assert bool((diff <= 2 * ulp).all()), float((diff / ulp).max())
-    assert int((diff > 0).any(dim=1).sum()) <= 3, int((diff > 0).any(dim=1).sum())
+    assert int((diff > 0).any(dim=1).sum()) <= 8, int((diff > 0).any(dim=1).sum())
 
 
 def test_more_than_2_31_elements_of_x():

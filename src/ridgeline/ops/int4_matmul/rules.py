@@ -38,15 +38,16 @@ class TileConfig:
 # (max M, config): the first row whose max M >= M. Every row to 32 swaps A and B (one instruction family, mma.sync,
 # for all of decode: batch invariance, kernel.py).
 TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
-    (8, TileConfig(8, 64, 4, 4, "decode: x^T fills mma.sync's 8-wide N tile; the unpacked weight is the A operand "
-                               "as it stands (s21 SASS: 159 instructions a 64 x 128 step against 251 unswapped)",
-                   swap_ab=True)),
-    (16, TileConfig(16, 64, 2, 4, "9-16 rows: a 16-wide N tile; 64 weight rows on 2 warps keep mma.sync (on 4 "
-                                  "warps they become wgmma, whose swapped x^T costs more): 195 a 2048-weight warp "
-                                  "step against 254 unswapped", swap_ab=True)),
-    (32, TileConfig(32, 64, 2, 4, "small batch: still weight-bound; 32 weight rows a warp (each warp's own, not "
-                                  "split over x's columns): 260 a 2048-weight warp step against 373 unswapped",
+    (8, TileConfig(8, 64, 4, 4, "decode: x^T fills mma.sync's 8-wide N tile and the unpacked weight is the A operand "
+                               "as it stands (s21 SASS: 194 instructions a 64 x 128 step, s20's unswapped 288); two "
+                               "groups a loop trip: 1.14-1.20x one at 1x8192x28672 / 1x57344x8192, level at 4096^2 "
+                               "(h200-tune-int4_matmul-s21.json)", swap_ab=True, groups_per_step=2)),
+    (16, TileConfig(16, 64, 2, 4, "9-16 rows: a 16-wide N tile; 64 weight rows on 2 warps keep mma.sync (on 4 warps "
+                                  "they become wgmma: 1.5x slower at 16x57344x8192); two groups a trip lose here "
+                                  "(0.76x at 16x8192x28672); s21 tuning: within 1% of the best at 3 shapes",
                     swap_ab=True)),
+    (32, TileConfig(32, 64, 2, 3, "small batch: still weight-bound; 32 weight rows a warp; 3 stages 1.05x 4 at "
+                                  "32x4096x4096 (s21 tuning), 1.16x the unswapped 32x64 tile", swap_ab=True)),
     (1 << 62, TileConfig(64, 128, 4, 3, "33 rows and up: one wgmma M tile per warpgroup, 128 columns halve the x "
                                         "re-reads; s20 tuning (h200-tune-int4_matmul-s20.json): 1.23x the 64-column "
                                         "tile at 64x8192x28672, 1.69x the 128x64 w8 tile at 1024x4096x4096")),
