@@ -11,7 +11,8 @@ Persistent: a grid of at most one program per SM walks the output tiles in group
 the B columns they read, so B stays in L2). Operands come through TMA tensor descriptors made on the device
 (USE_TMA: K-contiguous rows at 16-byte aligned strides) or through masked pointer loads (any strides, odd K);
 both feed wgmma through `tl.dot`, pipelined by num_stages. Offsets are 64-bit on the pointer path.
-The quantizers compute in fp32 and round once to e4m3 (round to nearest even, saturated to +-448).
+The quantizers compute in fp32 and round once to e4m3 (round to nearest even, saturated to +-448); x / scale is
+the correctly rounded fp32 quotient, from the scale's reciprocal and two FMA corrections (`_div_by_scale`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,41 @@ def _scale_of(amax):
     return tl.where(amax > 0.0, tl.math.div_rn(amax, 448.0), 1.0)
 
 
+# Scales outside [2^-100, 2^127] (a group of tiny values, or inf in it) leave the reciprocal division's range: their
+# rows (tiles) divide with div.rn.
+_FAST_MIN_SCALE = tl.constexpr(2.0**-100)
+_FAST_MAX_SCALE = tl.constexpr(2.0**127)
+
+
+@triton.jit
+def _fma(a, b, c, EMULATE: tl.constexpr):
+    # The interpreter's fma rounds the product first; in float64 the product is exact and so is the remainder.
+    if EMULATE:
+        return (a.to(tl.float64) * b.to(tl.float64) + c.to(tl.float64)).to(tl.float32)
+    return tl.fma(a, b, c)
+
+
+@triton.jit
+def _div_by_scale(x, s, r, EMULATE: tl.constexpr):
+    # x / s correctly rounded to fp32 (the contract) from r = RN(1 / s): q0 = RN(x r) lies within ~2 ulps of the
+    # quotient, and each step q + RN(x - q s) r (the remainder exact by FMA once q is within an ulp) brings it to
+    # the correctly rounded one (Markstein's theorem after the second step; checked in exact arithmetic by
+    # tests/ops/scaled_mm/test_quant_division.py). 5 instructions against div.rn's ~10 and its slow-path test, in
+    # a kernel that issues ~24 an element with div.rn (s21 SASS). A zero quotient takes x's sign (OR-ed in: a
+    # nonzero quotient has it already). For s in [_FAST_MIN_SCALE, _FAST_MAX_SCALE] and finite x (or NaN).
+    neg_s = -s  # (negated once: -q in the FMA made ptxas multiply x by -r again, one more FFMA a step)
+    q = x * r
+    q = _fma(_fma(q, neg_s, x, EMULATE), r, q, EMULATE)
+    q = _fma(_fma(q, neg_s, x, EMULATE), r, q, EMULATE)
+    sign = x.to(tl.int32, bitcast=True) & -2147483648
+    return (q.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _fast_range(scale):
+    return (scale >= _FAST_MIN_SCALE) & (scale <= _FAST_MAX_SCALE)
+
+
 @triton.jit
 def _clamp_fp8(q):
     # Saturate to +-448, keeping NaN (x / scale of a NaN or of inf / inf) NaN rather than -448.
@@ -54,11 +90,13 @@ def _clamp_fp8(q):
 
 @triton.jit
 def _to_e4m3(q, dtype: tl.constexpr, EMULATE: tl.constexpr):
-    # q is already clamped to +-448. The GPU converts with cvt.rn.satfinite (round to nearest even). Triton's CPU
+    # The GPU converts with cvt.rn.satfinite (round to nearest even, saturated to +-448, NaN kept): no clamp
+    # needed there (two NaN-propagating min/max an element, s21 SASS). Triton's CPU
     # interpreter does not carry a rounded-up mantissa into the exponent (125.7 -> 64, not 128): there (EMULATE)
     # |q| is first rounded onto the e4m3 grid in fp32 (ulp 2^(e-3), subnormal ulp 2^-9; adding and subtracting
     # 1.5 * 2^23 ulps rounds to nearest even), so the conversion is exact.
     if EMULATE:
+        q = _clamp_fp8(q)
         e = ((q.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
         e = tl.maximum(e, -6)
         ulp = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)
@@ -185,7 +223,10 @@ def _quant_per_token_kernel(
             x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
             amax = tl.max(_abs_bits(x), axis=0).to(tl.float32, bitcast=True)
             scale = _scale_of(amax)
-            q = _clamp_fp8(tl.math.div_rn(x, scale))
+            if _fast_range(scale):
+                q = _div_by_scale(x, scale, tl.math.div_rn(1.0, scale), _EMULATE_ROUND)
+            else:
+                q = tl.math.div_rn(x, scale)
             tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         else:
             run = tl.zeros((BLOCK_K,), dtype=tl.int32)
@@ -195,11 +236,16 @@ def _quant_per_token_kernel(
                 run = tl.maximum(run, _abs_bits(x))
             amax = tl.max(run, axis=0).to(tl.float32, bitcast=True)
             scale = _scale_of(amax)
+            fast = _fast_range(scale)
+            recip = tl.math.div_rn(1.0, scale)
             for k0 in range(0, K, BLOCK_K):
                 offs = k0 + tl.arange(0, BLOCK_K)
                 mask = offs < K
                 x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
-                q = _clamp_fp8(tl.math.div_rn(x, scale))
+                if fast:
+                    q = _div_by_scale(x, scale, recip, _EMULATE_ROUND)
+                else:
+                    q = tl.math.div_rn(x, scale)
                 tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         tl.store(s_ptr + row, scale)
 
@@ -224,7 +270,11 @@ def _quant_per_group_kernel(
                     other=0.0).to(tl.float32)
         amax = tl.max(_abs_bits(x), axis=1).to(tl.float32, bitcast=True)
         scale = _scale_of(amax)
-        q = _clamp_fp8(tl.math.div_rn(x, scale[:, None]))
+        # One test for the tile (a uniform branch): every row's scale in the reciprocal path's range.
+        if tl.min(_fast_range(scale).to(tl.int32), axis=0) == 1:
+            q = _div_by_scale(x, scale[:, None], tl.math.div_rn(1.0, scale)[:, None], _EMULATE_ROUND)
+        else:
+            q = tl.math.div_rn(x, scale[:, None])
         q8 = _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND)
         tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], q8, mask=mask)
         tl.store(s_ptr + offs_m64 * stride_sm + group * stride_sg, scale, mask=m_mask & (group * GROUP < K))

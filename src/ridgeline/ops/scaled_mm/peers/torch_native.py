@@ -95,10 +95,17 @@ register_impl("scaled_mm", "torch-eager", "peer", lambda: dequant_matmul,
 
 
 # --- quantizers: the contract's expression in float32 ----------------------------------------------------------
+# The scale is the correctly rounded amax / 448: on CUDA torch divides by a Python number as a multiply by its
+# reciprocal (and so does Inductor), 1 ulp off now and then, which flips an e4m3 code at a rounding boundary (the
+# H200, s21: every shape failed the exact check). The quotient of the few amax values in float64 costs nothing.
+def _scale(amax: torch.Tensor) -> torch.Tensor:
+    return torch.where(amax > 0, (amax.double() / FP8_MAX).float(), torch.ones_like(amax))
+
+
 def eager_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xf = x.float()
     amax = xf.abs().amax(-1, keepdim=True)
-    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    scale = _scale(amax)
     return (xf / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
 
 
@@ -107,7 +114,7 @@ def eager_per_group(x: torch.Tensor, group: int = BLOCK) -> tuple[torch.Tensor, 
     g = -(-k // group)
     xf = torch.nn.functional.pad(x.float(), (0, g * group - k)).reshape(m, g, group)
     amax = xf.abs().amax(-1, keepdim=True)
-    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    scale = _scale(amax)
     q = (xf / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).reshape(m, g * group)[:, :k]
     return q, scale.reshape(m, g)
 
