@@ -45,9 +45,10 @@ def test_probe_record_has_the_ceilings():
 
 
 def test_results_hold_only_current_records():
-    # docs/results keeps the records behind current claims (older ones are in git history, see its README).
+    # docs/results keeps the records behind current claims (older ones are in git history, see its README). The
+    # count grows with the ops (90 since s21, 16 op packages); the bytes stay under 12 MiB.
     files = [p for p in RESULTS.rglob("*") if p.is_file()]
-    assert len(files) <= 80 and sum(p.stat().st_size for p in files) <= 12 * 2**20
+    assert len(files) <= 90 and sum(p.stat().st_size for p in files) <= 12 * 2**20
     index = (RESULTS / "README.md").read_text()
     for p in files:
         if p.parent == RESULTS and p.name != "README.md":
