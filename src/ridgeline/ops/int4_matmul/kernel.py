@@ -96,24 +96,17 @@ def _int4_mm_kernel(
                 w = _weight_tile(wb, dtype, BLOCK_N, GROUP, EMULATE)
                 a = xt.to(tl.float32) if EMULATE else xt
                 if SWAP_AB:  # [BLOCK_N, BLOCK_M] = W x^T
-                    if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile: not invariant
-                        blk = tl.sum(w[:, None, :] * a[None, :, :], axis=2)
-                    elif IEEE:
-                        blk = tl.dot(w, tl.trans(a), input_precision="ieee")
-                    else:
-                        blk = tl.dot(w, tl.trans(a))
+                    lhs, rhs = w, tl.trans(a)
                 else:  # [BLOCK_M, BLOCK_N] = x W^T
-                    if INTERPRETED:
-                        blk = tl.sum(a[:, :, None] * tl.trans(w)[None, :, :], axis=1)
-                    elif IEEE:
-                        blk = tl.dot(a, tl.trans(w), input_precision="ieee")
-                    else:
-                        blk = tl.dot(a, tl.trans(w))
-                sc = tl.load(s_rows + g * stride_sg, mask=mask_n & live, other=0.0).to(tl.float32)
-                if SWAP_AB:
-                    part += blk * sc[:, None]
+                    lhs, rhs = a, tl.trans(w)
+                if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile: not batch invariant
+                    blk = tl.sum(lhs[:, :, None] * rhs[None, :, :], axis=1)
+                elif IEEE:
+                    blk = tl.dot(lhs, rhs, input_precision="ieee")
                 else:
-                    part += blk * sc[None, :]
+                    blk = tl.dot(lhs, rhs)
+                sc = tl.load(s_rows + g * stride_sg, mask=mask_n & live, other=0.0).to(tl.float32)
+                part += blk * (sc[:, None] if SWAP_AB else sc[None, :])
         total += part
 
     if SWAP_AB:

@@ -82,6 +82,17 @@ def _fast_range(scale):
 
 
 @triton.jit
+def _divide(x, s, r, fast, EMULATE: tl.constexpr):
+    # x / s, correctly rounded: by the reciprocal r where `fast` (a uniform test of the row's or tile's scales),
+    # else div.rn.
+    if fast:
+        q = _div_by_scale(x, s, r, EMULATE)
+    else:
+        q = tl.math.div_rn(x, s)
+    return q
+
+
+@triton.jit
 def _clamp_fp8(q):
     # Saturate to +-448, keeping NaN (x / scale of a NaN or of inf / inf) NaN rather than -448.
     return tl.minimum(tl.maximum(q, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
@@ -223,10 +234,7 @@ def _quant_per_token_kernel(
             x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
             amax = tl.max(_abs_bits(x), axis=0).to(tl.float32, bitcast=True)
             scale = _scale_of(amax)
-            if _fast_range(scale):
-                q = _div_by_scale(x, scale, tl.math.div_rn(1.0, scale), _EMULATE_ROUND)
-            else:
-                q = tl.math.div_rn(x, scale)
+            q = _divide(x, scale, tl.math.div_rn(1.0, scale), _fast_range(scale), _EMULATE_ROUND)
             tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         else:
             run = tl.zeros((BLOCK_K,), dtype=tl.int32)
@@ -242,10 +250,7 @@ def _quant_per_token_kernel(
                 offs = k0 + tl.arange(0, BLOCK_K)
                 mask = offs < K
                 x = tl.load(x_row + offs.to(tl.int64) * stride_xk, mask=mask, other=0.0).to(tl.float32)
-                if fast:
-                    q = _div_by_scale(x, scale, recip, _EMULATE_ROUND)
-                else:
-                    q = tl.math.div_rn(x, scale)
+                q = _divide(x, scale, recip, fast, _EMULATE_ROUND)
                 tl.store(q_row + offs, _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND), mask=mask)
         tl.store(s_ptr + row, scale)
 
@@ -271,10 +276,8 @@ def _quant_per_group_kernel(
         amax = tl.max(_abs_bits(x), axis=1).to(tl.float32, bitcast=True)
         scale = _scale_of(amax)
         # One test for the tile (a uniform branch): every row's scale in the reciprocal path's range.
-        if tl.min(_fast_range(scale).to(tl.int32), axis=0) == 1:
-            q = _div_by_scale(x, scale[:, None], tl.math.div_rn(1.0, scale)[:, None], _EMULATE_ROUND)
-        else:
-            q = tl.math.div_rn(x, scale[:, None])
+        fast = tl.min(_fast_range(scale).to(tl.int32), axis=0) == 1
+        q = _divide(x, scale[:, None], tl.math.div_rn(1.0, scale)[:, None], fast, _EMULATE_ROUND)
         q8 = _to_e4m3(q, q_ptr.dtype.element_ty, _EMULATE_ROUND)
         tl.store(q_ptr + offs_m64[:, None] * stride_qm + offs_k[None, :], q8, mask=mask)
         tl.store(s_ptr + offs_m64 * stride_sm + group * stride_sg, scale, mask=m_mask & (group * GROUP < K))
