@@ -95,12 +95,15 @@ def main() -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--max-seconds", type=float, default=90.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-evict", action="store_true", help="skip the evict_first candidates (halves the time)")
+    ap.add_argument("--shapes", help="comma-separated MxTWO_D (x's shape) instead of the built-in list")
+    ap.add_argument("--only", choices=("fwd", "bwd"), help="one direction")
     args = ap.parse_args()
     t0 = time.time()
     record: dict = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "results": [], "failures": []}
     summary = []
-    for backward in (False, True):
-        for shape in SHAPES:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    for backward in [b for b in (False, True) if args.only is None or b == (args.only == "bwd")]:
+        for shape in shapes:
             if time.time() - t0 > args.max_seconds:
                 record["failures"].append({"shape": list(shape), "backward": backward, "reason": "time budget spent"})
                 continue

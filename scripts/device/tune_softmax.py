@@ -4,11 +4,12 @@ Usage (on the GPU machine, from the repo root, src/ on PYTHONPATH):
   python3 scripts/device/tune_softmax.py $OUT/h200-tune-softmax.json [--shapes 1024x32768,...] [--budget-s 45]
 
 For each direction (fwd, bwd) and shape it times the shipped config (rules.py) and the alternatives the rules
-left open: warps of the one-pass layout, two pieces or one block (unaligned widths), one pass against split rows
-near the register limit (32768 columns forward, 16384-32768 backward), and for the split rows (the sweep's wide
-shapes: 65536, 128256, 151936, 262144 columns) the chunk width (8-32 KB) and warps, of the two-kernel split and of
-the split read once (one cooperative kernel), the groups of rows launched
-per kernel pair (16-48 MiB of input, or all rows in one pair) and kernel 2's walk order. Timing:
+left open: warps of the one-pass layout, two pieces or one block (unaligned widths), its cache hints (the loads'
+eviction policy, the stores' cache modifier) and a persistent grid, two rows a program at 4096-8192 columns, one
+pass against split rows near the register limit (32768 columns forward, 16384-32768 backward), and for the split
+rows (the sweep's wide shapes: 65536, 128256, 151936, 262144 columns) the chunk width (8-32 KB) and warps, of the
+two-kernel split and of the split read once (one cooperative kernel), the groups of rows launched per kernel pair
+(16-48 MiB of input, or all rows in one pair) and kernel 2's walk order. Timing:
 triton.testing.do_bench (L2 flushed before each call: cold inputs), median. Every config's output is checked
 against torch.softmax first (a wrong config is recorded, never a win); a config that fails to compile or run is
 recorded with its error and skipped. The JSON holds every sample's median; the table printed last is the best
@@ -33,9 +34,10 @@ from ridgeline.ops.softmax.rules import LaunchConfig, config_for
 COPY_GBPS = 4270.0  # probed device-to-device copy bandwidth of the H200 (FACTS.md)
 # Most informative first (the split rows at the sweep's wide shapes, then the one-pass limits), so a spent budget
 # cuts the least.
-FWD_SHAPES = ["256x128256", "64x262144", "512x65536", "128x151936", "16x128256", "1024x32768", "32x32768",
-              "4096x4100", "4096x1024"]
-BWD_SHAPES = ["256x128256", "64x262144", "512x65536", "1024x32768", "1024x16384", "4096x4100"]
+FWD_SHAPES = ["16384x4096", "8192x8192", "256x128256", "64x262144", "512x65536", "128x151936", "16x128256",
+              "1024x32768", "32x32768", "4096x4100", "4096x1024"]
+BWD_SHAPES = ["16384x4096", "8192x8192", "4096x4096", "256x128256", "64x262144", "512x65536", "1024x32768",
+              "1024x16384", "4096x4100"]
 MiB = 2**20
 
 
@@ -55,6 +57,15 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
                 second = max(triton.next_power_of_2(n - first), 32 * warps) if n > first else 0
                 if second and first + second < block:
                     out.append((f"1p pieces w{warps}", LaunchConfig(True, first, warps, piece_b=second)))
+    if shipped.one_pass:  # cache hints and a persistent grid on the shipped layout (no bit changes)
+        for load, store in (("", ""), ("evict_first", ".cs"), ("", ".cs"), ("evict_last", "")):
+            cfg = replace(shipped, load_policy=load, store_cm=store)
+            out.append((f"hint load:{load or 'default'} store:{store or 'default'}", cfg))
+        for per_sm in (2, 4, 8):
+            out.append((f"persistent {per_sm}/SM", replace(shipped, programs_per_sm=per_sm)))
+    if shipped.one_pass and 2048 < block <= 8192 and not shipped.piece_b:  # two rows a program, more warps
+        for warps in (8, 16):
+            out.append((f"1p rows2 w{warps}", LaunchConfig(True, block, warps, rows=2)))
     if block <= 2048:  # rows packed per program (the rules pack below 1024 columns)
         for rows, warps in ((2, 4), (4, 8)):
             out.append((f"1p rows{rows} w{warps}", LaunchConfig(True, block, warps, rows=rows)))

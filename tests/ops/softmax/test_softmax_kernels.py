@@ -271,6 +271,25 @@ def test_explicit_one_pass_configs_agree_and_must_fit():
         launch._softmax_last(x, LaunchConfig(True, 8192, 8))
 
 
+def test_cache_hints_and_a_persistent_grid_change_no_bit():
+    from dataclasses import replace
+
+    x = rand(9, 4100, dtype=torch.bfloat16)  # two pieces (4096 + 256), nine rows over a grid of at most 4
+    y = torch.softmax(rand(9, 4100), -1).to(torch.bfloat16)
+    dy = rand(9, 4100, dtype=torch.bfloat16, scale=1.0)
+    base = LaunchConfig(True, 4096, 8, piece_b=256)
+    fwd, bwd = launch._softmax_last(x, base), launch._softmax_backward_last(y, dy, base)
+    assert_close(fwd, torch.softmax(x.double(), -1), torch.bfloat16)
+    for cfg in (replace(base, load_policy="", store_cm=".cs"), replace(base, load_policy="evict_last"),
+                replace(base, programs_per_sm=1)):
+        assert torch.equal(launch._softmax_last(x, cfg), fwd), cfg.describe()
+        assert torch.equal(launch._softmax_backward_last(y, dy, cfg), bwd), cfg.describe()
+    with pytest.raises(ValueError, match="store_cm"):
+        replace(base, store_cm=".xx")
+    with pytest.raises(ValueError, match="programs_per_sm"):
+        LaunchConfig(False, 4096, 8, programs_per_sm=2)
+
+
 def test_harness_check_passes_on_the_cpu_set():
     import ridgeline
     from ridgeline.core.registry import get_spec

@@ -66,6 +66,10 @@ def test_grid_follows_rows(monkeypatch):
     assert grid_for(5000, 4096, 2, one, dev) == 5000
     assert grid_for(0, 4096, 2, one, dev) == 0
     assert grid_for(100, 100, 2, LaunchConfig(True, 128, 4, rows=16), dev) == 7
+    monkeypatch.setattr(rules, "multiprocessor_count", lambda device: 132)
+    persistent = LaunchConfig(True, 4096, 8, programs_per_sm=4)
+    assert grid_for(5000, 4096, 2, persistent, dev) == 4 * 132  # a persistent grid walks the 5000 rows
+    assert grid_for(100, 4096, 2, persistent, dev) == 100  # never more programs than rows
     assert grid_for(512, 65536, 2, layout(65536), dev) == 512 * 8  # one group (the rule): (row, chunk) each
     grouped = dataclasses.replace(layout(262144), group_bytes=32 * MiB)
     assert grid_for(64, 262144, 2, grouped, dev, bwd=True) == 32 * 32  # 64 MiB of y + dy: two groups

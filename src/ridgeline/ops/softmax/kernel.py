@@ -45,17 +45,18 @@ def _tile_load(base, rows, cols, M, N, stride, ROW_MASK: tl.constexpr, COL_MASK:
 
 @triton.jit
 def _tile_store(base, rows, cols, M, N, stride, value, ROW_MASK: tl.constexpr, COL_MASK: tl.constexpr,
-                EMULATE_RNE: tl.constexpr):
+                EMULATE_RNE: tl.constexpr, STORE_CM: tl.constexpr = ""):
+    """STORE_CM: the store's cache modifier ("" or ".cs": streamed, likely not read again soon)."""
     ptrs = base + rows[:, None] * stride + cols[None, :]
     v = to_storage(value, base.dtype.element_ty, EMULATE_RNE)
     if ROW_MASK and COL_MASK:
-        tl.store(ptrs, v, mask=(rows[:, None] < M) & (cols[None, :] < N))
+        tl.store(ptrs, v, mask=(rows[:, None] < M) & (cols[None, :] < N), cache_modifier=STORE_CM)
     elif ROW_MASK:
-        tl.store(ptrs, v, mask=rows[:, None] < M)
+        tl.store(ptrs, v, mask=rows[:, None] < M, cache_modifier=STORE_CM)
     elif COL_MASK:
-        tl.store(ptrs, v, mask=cols[None, :] < N)
+        tl.store(ptrs, v, mask=cols[None, :] < N, cache_modifier=STORE_CM)
     else:
-        tl.store(ptrs, v)
+        tl.store(ptrs, v, cache_modifier=STORE_CM)
 
 
 @triton.jit
@@ -63,6 +64,7 @@ def _softmax_fwd_rows(
     X, x_stride_q, Y, y_stride_q, M, n_q, num_tiles,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     BLOCK: tl.constexpr, PIECE_B: tl.constexpr, ROWS: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "",
 ):
     """One pass: tiles of ROWS rows, grid-stride over the tiles (one iteration when the grid covers them)."""
     N = n_q * N_ALIGN
@@ -74,11 +76,11 @@ def _softmax_fwd_rows(
     A_MASK: tl.constexpr = PIECE_B == 0  # with two pieces the first lies wholly inside the row
     for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
-        xa = _tile_load(X, rows, ca, M, N, x_stride, ROW_MASK, A_MASK, float("-inf"), "evict_first") * LOG2E
+        xa = _tile_load(X, rows, ca, M, N, x_stride, ROW_MASK, A_MASK, float("-inf"), LOAD_POLICY) * LOG2E
         m = tl.max(xa, axis=1)
         if PIECE_B > 0:
             cb = BLOCK + tl.arange(0, PIECE_B)
-            xb = _tile_load(X, rows, cb, M, N, x_stride, ROW_MASK, True, float("-inf"), "evict_first") * LOG2E
+            xb = _tile_load(X, rows, cb, M, N, x_stride, ROW_MASK, True, float("-inf"), LOAD_POLICY) * LOG2E
             m = tl.maximum(m, tl.max(xb, axis=1))
         ea = tl.exp2(xa - m[:, None])
         s = tl.sum(ea, axis=1)
@@ -86,9 +88,9 @@ def _softmax_fwd_rows(
             eb = tl.exp2(xb - m[:, None])
             s += tl.sum(eb, axis=1)
         inv = 1.0 / s
-        _tile_store(Y, rows, ca, M, N, y_stride, ea * inv[:, None], ROW_MASK, A_MASK, EMULATE_RNE)
+        _tile_store(Y, rows, ca, M, N, y_stride, ea * inv[:, None], ROW_MASK, A_MASK, EMULATE_RNE, STORE_CM)
         if PIECE_B > 0:
-            _tile_store(Y, rows, cb, M, N, y_stride, eb * inv[:, None], ROW_MASK, True, EMULATE_RNE)
+            _tile_store(Y, rows, cb, M, N, y_stride, eb * inv[:, None], ROW_MASK, True, EMULATE_RNE, STORE_CM)
 
 
 @triton.jit
@@ -96,6 +98,7 @@ def _softmax_bwd_rows(
     Yt, y_stride_q, DY, dy_stride_q, DX, dx_stride_q, M, n_q, num_tiles,
     Y_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     BLOCK: tl.constexpr, PIECE_B: tl.constexpr, ROWS: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "",
 ):
     """One pass: dx = y * (dy - sum(dy * y)) for tiles of ROWS rows held in registers."""
     N = n_q * N_ALIGN
@@ -107,14 +110,16 @@ def _softmax_bwd_rows(
     A_MASK: tl.constexpr = PIECE_B == 0
     for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
-        ya = _tile_load(Yt, rows, ca, M, N, y_stride, ROW_MASK, A_MASK, 0.0, "evict_first")
-        ga = _tile_load(DY, rows, ca, M, N, dy_stride, ROW_MASK, A_MASK, 0.0, "evict_first")
+        ya = _tile_load(Yt, rows, ca, M, N, y_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY)
+        ga = _tile_load(DY, rows, ca, M, N, dy_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY)
         dot = tl.sum(ya * ga, axis=1)
         if PIECE_B > 0:
             cb = BLOCK + tl.arange(0, PIECE_B)
-            yb = _tile_load(Yt, rows, cb, M, N, y_stride, ROW_MASK, True, 0.0, "evict_first")
-            gb = _tile_load(DY, rows, cb, M, N, dy_stride, ROW_MASK, True, 0.0, "evict_first")
+            yb = _tile_load(Yt, rows, cb, M, N, y_stride, ROW_MASK, True, 0.0, LOAD_POLICY)
+            gb = _tile_load(DY, rows, cb, M, N, dy_stride, ROW_MASK, True, 0.0, LOAD_POLICY)
             dot += tl.sum(yb * gb, axis=1)
-        _tile_store(DX, rows, ca, M, N, dx_stride, ya * (ga - dot[:, None]), ROW_MASK, A_MASK, EMULATE_RNE)
+        dxa = ya * (ga - dot[:, None])
+        _tile_store(DX, rows, ca, M, N, dx_stride, dxa, ROW_MASK, A_MASK, EMULATE_RNE, STORE_CM)
         if PIECE_B > 0:
-            _tile_store(DX, rows, cb, M, N, dx_stride, yb * (gb - dot[:, None]), ROW_MASK, True, EMULATE_RNE)
+            dxb = yb * (gb - dot[:, None])
+            _tile_store(DX, rows, cb, M, N, dx_stride, dxb, ROW_MASK, True, EMULATE_RNE, STORE_CM)

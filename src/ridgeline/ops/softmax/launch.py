@@ -105,7 +105,8 @@ def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ..
     aligns = _alignments(n, x0.dtype.itemsize, strides)
     grid = grid_for(m, n, x0.dtype.itemsize, cfg, x0.device, bwd)
     constexprs = _align_constexprs(bwd, aligns)
-    constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows, EMULATE_RNE=_INTERPRETED)
+    constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows, EMULATE_RNE=_INTERPRETED,
+                      LOAD_POLICY=cfg.load_policy, STORE_CM=cfg.store_cm)
     args_tail = (aligns, cfg.rows)
     args = _args(tensors, strides, args_tail, m, n)
     launcher.launch(grid, args, constexprs, cfg.num_warps, fast_key,

@@ -83,6 +83,13 @@ class LaunchConfig:
     coop: bool = False
     # Read once: each program loads its chunk of the group's next row before it waits for this row's group.
     prefetch: bool = False
+    # One pass: the loads' L2 eviction policy ("evict_first": read once, leave first; "": the default) and the
+    # stores' cache modifier ("": the default; ".cs": streamed). No bit changes.
+    load_policy: str = "evict_first"
+    store_cm: str = ""
+    # One pass: a persistent grid of at most this many programs per SM walking the row tiles (0: one program a
+    # tile). No bit changes (a tile's rows are computed the same whichever program takes them).
+    programs_per_sm: int = 0
 
     def __post_init__(self) -> None:
         if self.prefetch and not self.coop:
@@ -99,6 +106,12 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: coop (split rows read once) is a split-row layout")
         if self.coop and self.group_bytes:
             raise ValueError("LaunchConfig: coop launches all rows at once (group_bytes must be 0)")
+        if self.load_policy not in ("evict_first", "evict_last", ""):
+            raise ValueError(f"LaunchConfig: load_policy: evict_first, evict_last or '', got {self.load_policy!r}")
+        if self.store_cm not in ("", ".cs", ".wb", ".cg"):
+            raise ValueError(f"LaunchConfig: store_cm must be '', .cs, .wb or .cg, got {self.store_cm!r}")
+        if self.programs_per_sm < 0 or (self.programs_per_sm and not self.one_pass):
+            raise ValueError("LaunchConfig: programs_per_sm is a one-pass layout (>= 0)")
 
     def width(self) -> int:
         return self.block + self.piece_b
@@ -106,7 +119,10 @@ class LaunchConfig:
     def describe(self) -> str:
         if self.one_pass:
             pieces = f"{self.block}+{self.piece_b}" if self.piece_b else str(self.block)
-            return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}"
+            hints = "" if self.load_policy == "evict_first" else f" load:{self.load_policy or 'default'}"
+            hints += f" store:{self.store_cm}" if self.store_cm else ""
+            hints += f" persistent:{self.programs_per_sm}/SM" if self.programs_per_sm else ""
+            return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}{hints}"
         if self.coop:
             return f"coop CHUNK={self.block} warps={self.num_warps}" + (" prefetch" if self.prefetch else "")
         group = f"groups<={self.group_bytes / 2**20:g}MiB" if self.group_bytes else "one group"
@@ -264,4 +280,6 @@ def grid_for(m: int, n: int, itemsize: int, cfg: LaunchConfig, device, bwd: bool
     tiles = triton.cdiv(m, cfg.rows)
     if _INTERPRETED and getattr(device, "type", "cpu") != "cuda":
         return min(tiles, 4)
+    if cfg.programs_per_sm:
+        return min(tiles, cfg.programs_per_sm * multiprocessor_count(device))
     return tiles
