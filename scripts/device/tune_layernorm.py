@@ -54,7 +54,7 @@ def _time(fn_sets, rep_ms: float) -> float:
     return triton.testing.do_bench_cudagraph(run, rep=rep_ms) * 1000.0 / len(fn_sets)
 
 
-def tune_shape(m: int, n: int, dtype: torch.dtype, rep_ms: float) -> list[dict]:
+def tune_shape(m: int, n: int, dtype: torch.dtype, rep_ms: float, only: str | None = None) -> list[dict]:
     from ridgeline.ops.layernorm.launch import _backward, _forward
     from ridgeline.ops.layernorm.rules import bwd_candidates, bwd_config, fwd_candidates, fwd_config
     from ridgeline.ops.layernorm.spec import ln_bwd_ref, ln_ref, stats_of
@@ -110,11 +110,11 @@ def tune_shape(m: int, n: int, dtype: torch.dtype, rep_ms: float) -> list[dict]:
         return ratio(_backward(dy, x, w, mean, rstd, True, True, cfg)[0], ln_bwd_ref(dy, x, w, mean, rstd)[0])
 
     rule = fwd_config(n, dtype)
-    for j, cfg in enumerate(fwd_candidates(n, dtype)):
+    for j, cfg in enumerate(fwd_candidates(n, dtype) if only != "bwd" else []):
         fns = [lambda x=x, cfg=cfg: _forward(x, w, b, 1e-5, False, cfg) for x in xs[:k_fwd]]
         record("fwd", cfg, rule, fns, lambda cfg=cfg, j=j: fwd_check(cfg, j), fwd_bytes)
     rule = bwd_config(n, dtype)
-    for j, cfg in enumerate(bwd_candidates(n, dtype)):
+    for j, cfg in enumerate(bwd_candidates(n, dtype) if only != "fwd" else []):
         fns = [lambda i=i, cfg=cfg: _backward(dys[i], xs[i], w, stats[i][0], stats[i][1], True, True, cfg)
                for i in range(k_bwd)]
         record("bwd", cfg, rule, fns, lambda cfg=cfg, j=j: bwd_check(cfg, j), bwd_bytes)
@@ -147,6 +147,7 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=100.0)
     ap.add_argument("--rep-ms", type=float, default=15.0)
     ap.add_argument("--debug", action="store_true")
+    ap.add_argument("--only", choices=("fwd", "bwd"), help="one direction")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("tune_layernorm: needs a CUDA GPU", file=sys.stderr)
@@ -160,7 +161,7 @@ def main() -> int:
             skipped.append(f"{m}x{n}")
             continue
         try:
-            rows += tune_shape(m, n, dtype, args.rep_ms)
+            rows += tune_shape(m, n, dtype, args.rep_ms, args.only)
         except Exception as e:  # (out of memory, a broken reference): the shape is recorded, the rest go on
             rows.append({"shape": f"{m}x{n}", "dir": "-", "error": f"{type(e).__name__}: {str(e)[:200]}"})
         print(f"tuned {m}x{n} ({time.time() - t0:.0f} s)", flush=True)

@@ -25,11 +25,12 @@ _INTERPRETED = interpreter_enabled()
 
 
 @triton.jit
-def _ld(ptrs, mask, MASKED: tl.constexpr):
-    """A float32 load, masked only where the piece can run past the row (or the tile past the rows)."""
+def _ld(ptrs, mask, MASKED: tl.constexpr, POLICY: tl.constexpr = ""):
+    """A float32 load, masked only where the piece can run past the row (or the tile past the rows); POLICY: its L2
+    eviction policy ("", "evict_first", "evict_last")."""
     if MASKED:
-        return tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
-    return tl.load(ptrs).to(tl.float32)
+        return tl.load(ptrs, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
+    return tl.load(ptrs, eviction_policy=POLICY).to(tl.float32)
 
 
 @triton.jit
@@ -56,7 +57,7 @@ def _ln_fwd_tile(
     tile, X, x_off_q, x_stride_q, W, B, Y, y_stride_q, Mean, Rstd, M, N, eps, inv_n,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
     STORE_STATS: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr, ROWS: tl.constexpr,
-    EMULATE_RNE: tl.constexpr,
+    EMULATE_RNE: tl.constexpr, X_POLICY: tl.constexpr,
 ):
     """ROWS rows held in registers as one power-of-two block of columns or two pieces (5120 = 4096 + 1024: no idle
     lanes); the mean first, then the variance of the centred row (two reductions: no cancellation of sum(x^2) -
@@ -70,12 +71,12 @@ def _ln_fwd_tile(
     MASK_A: tl.constexpr = BLOCK_B == 0 or ROWS > 1
     ca = tl.arange(0, BLOCK_A)[None, :]
     ma = rmask[:, None] & (ca < N)
-    xa = _ld(x_rows + ca, ma, MASK_A)
+    xa = _ld(x_rows + ca, ma, MASK_A, X_POLICY)
     total = tl.sum(xa, axis=1)
     if BLOCK_B > 0:
         cb = BLOCK_A + tl.arange(0, BLOCK_B)[None, :]
         mb = rmask[:, None] & (cb < N)
-        xb = _ld(x_rows + cb, mb, True)
+        xb = _ld(x_rows + cb, mb, True, X_POLICY)
         total += tl.sum(xb, axis=1)
     mean = total * inv_n
     xa = xa - mean[:, None]
@@ -101,7 +102,7 @@ def _ln_fwd_kernel(
     X, x_off_q, x_stride_q, W, B, Y, y_stride_q, Mean, Rstd, M, n_q, eps, inv_n,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr, HAS_W: tl.constexpr,
     HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr,
-    ROWS: tl.constexpr, LOOP: tl.constexpr, EMULATE_RNE: tl.constexpr,
+    ROWS: tl.constexpr, LOOP: tl.constexpr, EMULATE_RNE: tl.constexpr, X_POLICY: tl.constexpr = "",
 ):
     # N = n_q * N_ALIGN: the compiler then knows the column mask is constant over N_ALIGN lanes and keeps vector
     # accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -110,10 +111,10 @@ def _ln_fwd_kernel(
     if LOOP:  # persistent grid: a grid-stride loop over tiles of rows (the CPU interpreter; small grids)
         for tile in range(pid, tl.cdiv(M, ROWS), tl.num_programs(0)):
             _ln_fwd_tile(tile, X, x_off_q, x_stride_q, W, B, Y, y_stride_q, Mean, Rstd, M, N, eps, inv_n, X_ALIGN,
-                         Y_ALIGN, HAS_W, HAS_B, STORE_STATS, BLOCK_A, BLOCK_B, ROWS, EMULATE_RNE)
+                         Y_ALIGN, HAS_W, HAS_B, STORE_STATS, BLOCK_A, BLOCK_B, ROWS, EMULATE_RNE, X_POLICY)
     else:  # one program per tile
         _ln_fwd_tile(pid, X, x_off_q, x_stride_q, W, B, Y, y_stride_q, Mean, Rstd, M, N, eps, inv_n, X_ALIGN, Y_ALIGN,
-                     HAS_W, HAS_B, STORE_STATS, BLOCK_A, BLOCK_B, ROWS, EMULATE_RNE)
+                     HAS_W, HAS_B, STORE_STATS, BLOCK_A, BLOCK_B, ROWS, EMULATE_RNE, X_POLICY)
 
 
 @triton.jit

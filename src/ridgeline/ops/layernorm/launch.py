@@ -173,7 +173,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | 
         _FWD_WIDE.launch(grid, args, consts, cfg.num_warps)
     else:
         consts.update(BLOCK_A=cfg.block_a, BLOCK_B=cfg.block_b, ROWS=cfg.rows, LOOP=cfg.loop,
-                      EMULATE_RNE=_INTERPRETED)
+                      EMULATE_RNE=_INTERPRETED, X_POLICY=cfg.load_policy)
         _FWD.launch(_grid_fwd(m, cfg, x.device), args, consts, cfg.num_warps)
     return y, mean, rstd
 

@@ -47,13 +47,15 @@ class FwdConfig:
     chunk: int = 0
     loop: bool = False  # persistent grid-stride loop over tiles (set by the grid rules, changes no bit)
     programs_per_sm: int = 0  # with loop: resident programs per SM
+    load_policy: str = ""  # one pass: the L2 eviction policy of x's loads ("", "evict_first", "evict_last"); no bit
 
     def describe(self) -> str:
         if self.wide:
             return f"fwd 3-pass CHUNK={self.chunk} warps={self.num_warps}"
         pieces = "+".join(str(p) for p in (self.block_a, self.block_b) if p)
         grid = f"loop {self.programs_per_sm}/SM" if self.loop else "tile/program"
-        return f"fwd 1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps} grid={grid}"
+        hint = f" load:{self.load_policy}" if self.load_policy else ""
+        return f"fwd 1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps} grid={grid}{hint}"
 
 
 @dataclass(frozen=True)
@@ -237,11 +239,12 @@ def trace(n: int, dtype: torch.dtype, backward: bool = False) -> tuple[str, ...]
 
 
 def fwd_candidates(n: int, dtype: torch.dtype) -> list[FwdConfig]:
-    """Configs worth timing for the forward at n columns (the tuning driver): warps around the rule's, one block or
-    pieces, rows per tile, and the chunked kernel near the register limit."""
+    """Configs worth timing for the forward at n columns (the tuning driver): the rule's with L2 hints on x's loads,
+    warps around the rule's, one block or pieces, rows per tile, and the chunked kernel near the register limit."""
     base = fwd_config(n, dtype)
     out: list[FwdConfig] = [base]
     if not base.wide:
+        out += [dataclasses.replace(base, load_policy=p) for p in ("evict_last", "evict_first")]  # L2 hints on x
         block = triton.next_power_of_2(n)
         for warps in (1, 2, 4, 8, 16, 32):
             layouts = {(block, 0), row_pieces(n, 32 * warps)}

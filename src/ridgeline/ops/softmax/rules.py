@@ -60,6 +60,11 @@ MIN_S_BLOCK = 16
 INTERPRETER_ONE_PASS_COLUMNS = {False: 8192, True: 4096}
 INTERPRETER_CHUNK = 4096
 INTERPRETER_GROUP_BYTES = 256 * 2**10
+# One pass: the loads' L2 eviction policy. Measured (H200, s22, h200-tune-softmax-s22.json, do_bench with the L2
+# flushed): evict_last ran 1.06-1.12x evict_first at 16384x4096, 8192x8192 and 4096x4100, forward and backward
+# (fwd 16384x4096: 66.9 against 72.8 us, 0.94 of copy bandwidth; bwd: 96.1 against 107.7, 0.98); no hint was
+# between the two, and streamed stores (.cs, as Liger writes) gained nothing over it. Changes no bit.
+ONE_PASS_LOAD_POLICY = "evict_last"
 # Narrow rows: rows packed into one program's tile up to this many elements.
 PACK_ELEMENTS = 2048
 PACK_BELOW = 1024  # power-of-two blocks narrower than this pack rows
@@ -167,7 +172,8 @@ def _pieces(case: Case, warps: int) -> tuple[int, int]:
 
 def _packed(case: Case) -> LaunchConfig:
     rows = max(1, PACK_ELEMENTS // case.block)
-    return LaunchConfig(True, case.block, max(1, min(4, rows * case.block // 512)), rows=rows)
+    return LaunchConfig(True, case.block, max(1, min(4, rows * case.block // 512)), rows=rows,
+                        load_policy=ONE_PASS_LOAD_POLICY)
 
 
 def _one_pass(case: Case) -> LaunchConfig:
@@ -175,7 +181,10 @@ def _one_pass(case: Case) -> LaunchConfig:
     if case.bwd and case.block * case.itemsize > BWD_WIDE_ONE_PASS_BYTES:
         warps = 32
     first, second = _pieces(case, warps)
-    return LaunchConfig(True, first, warps, piece_b=second)
+    if second:  # two pieces: warps for the first piece (4100 = 4096 + 256 on 4 warps, not 8192's 8)
+        warps = _warps_for(first, case.aligned)
+        first, second = _pieces(case, warps)
+    return LaunchConfig(True, first, warps, piece_b=second, load_policy=ONE_PASS_LOAD_POLICY)
 
 
 def _split(case: Case) -> LaunchConfig:
@@ -204,7 +213,9 @@ LAYOUTS: tuple[Rule, ...] = (
          "rows under 1024 columns: one row per program would leave most threads of a warp idle (guess: tune)"),
     Rule("one pass", lambda c: c.block * c.itemsize <= MAX_ONE_PASS_BYTES[c.bwd], _one_pass,
          "the row(s) fit one program's registers: every byte read once, written once (RMSNorm: 64 KB, no spills); "
-         "backward rows over 32 KB a tensor on 32 warps (measured, s17: 1.61x split rows at 32768 columns)"),
+         "backward rows over 32 KB a tensor on 32 warps (measured, s17: 1.61x split rows at 32768 columns); loads "
+         "evict_last (s22: 1.06-1.12x evict_first); two pieces take the first piece's warps (s22, 4096x4100: 4 "
+         "warps 1.09x / 1.03x the 8 of an 8192 block, forward / backward)"),
     Rule("split rows", lambda c: True, _split,
          "too wide for registers: one program per (row, 16 KB chunk) fills the GPU at any row count; kernel 1 writes "
          "chunk statistics, kernel 2 re-reads its chunk and writes; all rows in one launch pair (SPLIT_GROUP_BYTES "
