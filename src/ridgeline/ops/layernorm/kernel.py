@@ -25,9 +25,10 @@ _INTERPRETED = interpreter_enabled()
 
 
 @triton.jit
-def _ld(ptrs, mask, MASKED: tl.constexpr, POLICY: tl.constexpr = ""):
+def _ld(ptrs, mask, MASKED: tl.constexpr, POLICY: tl.constexpr):
     """A float32 load, masked only where the piece can run past the row (or the tile past the rows); POLICY: its L2
-    eviction policy ("", "evict_first", "evict_last")."""
+    eviction policy ("", "evict_first", "evict_last"; passed at every call: Triton 3.6 on the GPU rejects a
+    defaulted constexpr parameter left out of a call to a jit function, which its CPU interpreter accepts)."""
     if MASKED:
         return tl.load(ptrs, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
     return tl.load(ptrs, eviction_policy=POLICY).to(tl.float32)
@@ -46,9 +47,9 @@ def _st(ptrs, value, mask, MASKED: tl.constexpr, EMULATE_RNE: tl.constexpr):
 def _affine(xhat, W, B, cols, cmask, MASKED: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     y = xhat
     if HAS_W:
-        y = y * _ld(W + cols, cmask, MASKED)
+        y = y * _ld(W + cols, cmask, MASKED, "")
     if HAS_B:
-        y = y + _ld(B + cols, cmask, MASKED)
+        y = y + _ld(B + cols, cmask, MASKED, "")
     return y
 
 
@@ -102,7 +103,7 @@ def _ln_fwd_kernel(
     X, x_off_q, x_stride_q, W, B, Y, y_stride_q, Mean, Rstd, M, n_q, eps, inv_n,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr, HAS_W: tl.constexpr,
     HAS_B: tl.constexpr, STORE_STATS: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr,
-    ROWS: tl.constexpr, LOOP: tl.constexpr, EMULATE_RNE: tl.constexpr, X_POLICY: tl.constexpr = "",
+    ROWS: tl.constexpr, LOOP: tl.constexpr, EMULATE_RNE: tl.constexpr, X_POLICY: tl.constexpr,
 ):
     # N = n_q * N_ALIGN: the compiler then knows the column mask is constant over N_ALIGN lanes and keeps vector
     # accesses for hidden sizes that are not multiples of 16 (4100 = 4 * 1025: 8-byte accesses).
@@ -155,8 +156,8 @@ def _ln_fwd_wide_kernel(
 @triton.jit
 def _ln_bwd_piece(dy_row, x_row, w, mean, rstd, cols, cmask, MASKED: tl.constexpr, HAS_W: tl.constexpr):
     """(dy, xhat, w * dy) of one piece of a row, float32 (masked lanes: dy = 0, so they add nothing below)."""
-    dy = _ld(dy_row + cols, cmask, MASKED)
-    xhat = (_ld(x_row + cols, cmask, MASKED) - mean) * rstd
+    dy = _ld(dy_row + cols, cmask, MASKED, "")
+    xhat = (_ld(x_row + cols, cmask, MASKED, "") - mean) * rstd
     wdy = dy
     if HAS_W:
         wdy = w * dy
@@ -217,14 +218,14 @@ def _ln_bwd_kernel(
     ca = tl.arange(0, BLOCK_A)
     wa = tl.zeros([BLOCK_A], dtype=tl.float32)
     if HAS_W:
-        wa = _ld(W + ca, ca < N, BLOCK_B == 0)
+        wa = _ld(W + ca, ca < N, BLOCK_B == 0, "")
     dwa = tl.zeros([BLOCK_A], dtype=tl.float32)
     dba = tl.zeros([BLOCK_A], dtype=tl.float32)
     if BLOCK_B > 0:
         cb = BLOCK_A + tl.arange(0, BLOCK_B)
         wb = tl.zeros([BLOCK_B], dtype=tl.float32)
         if HAS_W:
-            wb = _ld(W + cb, cb < N, True)
+            wb = _ld(W + cb, cb < N, True, "")
         dwb = tl.zeros([BLOCK_B], dtype=tl.float32)
         dbb = tl.zeros([BLOCK_B], dtype=tl.float32)
     else:  # (placeholders of the second piece's values: the row function leaves them untouched)
@@ -282,7 +283,7 @@ def _ln_bwd_wide_kernel(
             c = c0 + cols
             w = tl.zeros([CHUNK], dtype=tl.float32)
             if HAS_W:
-                w = _ld(W + c, c < N, True)
+                w = _ld(W + c, c < N, True, "")
             dy, xhat, wdy = _ln_bwd_piece(dy_row, x_row, w, mean, rstd, c, c < N, True, HAS_W)
             acc1 += xhat * wdy
             acc2 += wdy
@@ -293,7 +294,7 @@ def _ln_bwd_wide_kernel(
             m = c < N
             w = tl.zeros([CHUNK], dtype=tl.float32)
             if HAS_W:
-                w = _ld(W + c, m, True)
+                w = _ld(W + c, m, True, "")
             dy, xhat, wdy = _ln_bwd_piece(dy_row, x_row, w, mean, rstd, c, m, True, HAS_W)
             _st(dx_row + c, (wdy - (xhat * c1 + c2)) * rstd, m, True, EMULATE_RNE)
             if STORE_DW:
