@@ -47,16 +47,8 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
     block = triton.next_power_of_2(n)
     if bwd and block * itemsize == 131072:
         # Liger's backward holds a whole 65536-column bf16 row pair in one 32-warp program and ran 1.29x our split
-        # rows at 512x65536 (s17): the same one pass past our 64 KB limit, to measure before any rule moves; held
-        # in the storage dtype (half the registers, as Liger's bf16 rows) too.
+        # rows at 512x65536 (s17): the same one pass past our 64 KB limit, to measure before any rule moves.
         out.append(("1p w32 128KB", LaunchConfig(True, block, 32)))
-        for warps in (16, 32):
-            out.append((f"1p keep w{warps}", LaunchConfig(True, block, warps, load_policy="evict_last",
-                                                          keep_storage=True)))
-    if bwd and shipped.one_pass and itemsize < 4:  # the rows held in their storage dtype
-        out.append(("1p keep shipped", replace(shipped, keep_storage=True)))
-        if shipped.num_warps > 8:
-            out.append(("1p keep half warps", replace(shipped, keep_storage=True, num_warps=shipped.num_warps // 2)))
     if block * itemsize <= 65536:  # one pass, warps around the shipped choice (2 to 64 columns a thread)
         for warps in (4, 8, 16, 32):
             if 2 <= block // (32 * warps) <= 64:

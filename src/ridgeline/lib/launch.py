@@ -86,6 +86,22 @@ def multiprocessor_count(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
+H200_L2_BYTES = 60 * 2**20
+
+
+@functools.lru_cache(maxsize=16)
+def _l2_bytes(index: int) -> int:
+    props = torch.cuda.get_device_properties(index)
+    return int(getattr(props, "L2_cache_size", 0) or H200_L2_BYTES)
+
+
+def l2_cache_bytes(device: torch.device) -> int:
+    """L2 bytes of the tensor's GPU (the H200's 60 MiB off the GPU: the rules that read it then pick as there)."""
+    if device.type != "cuda":
+        return H200_L2_BYTES
+    return _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def stride_alignment(stride: int, limit: int = 16) -> int:
     """Largest power of two (<= limit) dividing `stride`.
 

@@ -128,8 +128,10 @@ def compile_check(launches: list[TritonLaunch], arch: int = DEFAULT_ARCH) -> lis
     return out
 
 
-def check_in_child(launches: list[TritonLaunch], arch: int, out_dir: Path) -> list[dict[str, Any]] | None:
-    """`compile_check` in a clean child process (no interpreter); None where a launch cannot travel as JSON."""
+def check_in_child(launches: list[TritonLaunch], arch: int, out_dir: Path,
+                   triton_path: str | None = None) -> list[dict[str, Any]] | None:
+    """`compile_check` in a clean child process (no interpreter); None where a launch cannot travel as JSON.
+    `triton_path`: a folder holding another Triton (e.g. the oldest supported) that the child compiles with."""
     from ridgeline.profile.child import in_child
 
     data = [launch_to_json(la) for la in launches]
@@ -138,7 +140,7 @@ def check_in_child(launches: list[TritonLaunch], arch: int, out_dir: Path) -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "launches.json"
     path.write_text(json.dumps(data) + "\n")
-    return in_child(["check", str(path), str(arch)], timeout=1800)["results"]
+    return in_child(["check", str(path), str(arch)], timeout=1800, first_path=triton_path)["results"]
 
 
 def interpreter_on() -> bool:

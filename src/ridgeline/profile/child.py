@@ -17,20 +17,24 @@ CHILD_CODE = "import sys; from ridgeline.profile.child import main; sys.exit(mai
 RESULT_MARK = "RIDGELINE-PROFILE-RESULT "
 
 
-def child_env(clean_interpreter: bool) -> dict[str, str]:
+def child_env(clean_interpreter: bool, first_path: str | None = None) -> dict[str, str]:
+    """The child's environment: this ridgeline first on its path (after `first_path`, a folder holding another
+    Triton to compile with, where given), the interpreter off where asked."""
     env = dict(os.environ)
     pkg_root = str(Path(__file__).resolve().parents[2])  # .../src: the child imports this same ridgeline
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    front = os.pathsep.join(p for p in (first_path, pkg_root) if p)
+    env["PYTHONPATH"] = front + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if clean_interpreter:
         env.pop("TRITON_INTERPRET", None)
     return env
 
 
-def in_child(argv: list[str], timeout: float = 300) -> dict[str, Any]:
-    """Run `main(argv)` in a child process without the interpreter; its printed result, or RuntimeError."""
+def in_child(argv: list[str], timeout: float = 300, first_path: str | None = None) -> dict[str, Any]:
+    """Run `main(argv)` in a child process without the interpreter; its printed result, or RuntimeError.
+    `first_path`: a folder put first on the child's path (another Triton to compile with)."""
     from ridgeline.profile.sass import run_tool
 
-    res = run_tool([sys.executable, "-c", CHILD_CODE, *argv], timeout=timeout, env=child_env(True))
+    res = run_tool([sys.executable, "-c", CHILD_CODE, *argv], timeout=timeout, env=child_env(True, first_path))
     for line in res.stdout.splitlines():
         if line.startswith(RESULT_MARK):
             return json.loads(line[len(RESULT_MARK):])
@@ -54,10 +58,15 @@ def main(argv: list[str]) -> int:
         print(RESULT_MARK + json.dumps({"kernels": kernels}, default=str), flush=True)
         return 0
     if argv[0] == "check":
+        import triton
+
         from ridgeline.profile.aot import compile_check, launch_from_json
 
         launches = [launch_from_json(d) for d in json.loads(Path(argv[1]).read_text())]
-        print(RESULT_MARK + json.dumps({"results": compile_check(launches, int(argv[2]))}), flush=True)
+        results = compile_check(launches, int(argv[2]))
+        for r in results:  # (which Triton compiled it: the child's path may put another first)
+            r["triton"] = triton.__version__
+        print(RESULT_MARK + json.dumps({"results": results}), flush=True)
         return 0
     mode, op, impl, shape_text, dtype_text, variant = argv[:6]
     shape = parse_shape(shape_text)

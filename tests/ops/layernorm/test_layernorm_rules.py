@@ -89,3 +89,21 @@ def test_tuning_driver_records_and_summarises(monkeypatch):
     assert "us" in rows[0] and "error" in rows[1] and "us" in rows[2]
     lines = tune.summary(rows)
     assert len(lines) == 3 and "4x64" in lines[1]
+
+
+def test_forward_load_policy_follows_the_l2_share_and_changes_no_bit():
+    from ridgeline.ops.layernorm.launch import _forward
+
+    l2 = 60 * 2**20
+    assert rules.fwd_load_policy(4096, 4096, 2, l2) == "evict_first"  # 32 MiB of x: within 0.55 of the L2
+    assert rules.fwd_load_policy(4096, 5120, 2, l2) == "evict_last"  # 40 MiB: above
+    assert rules.fwd_load_policy(16384, 1024, 2, l2) == "evict_first"
+    cfg = rules.fwd_config_for_call(1000, torch.float32, "evict_last")
+    assert cfg is rules.fwd_config_for_call(1000, torch.float32, "evict_last")  # cached: one object a call kind
+    assert cfg.load_policy == "evict_last" and "load:evict_last" in cfg.describe()
+    x, w, b = torch.randn(6, 1000), torch.randn(1000), torch.randn(1000)
+    outs = [_forward(x, w, b, 1e-5, True, rules.fwd_config_for_call(1000, torch.float32, p))
+            for p in ("", "evict_first", "evict_last")]
+    for y, mean, rstd in outs[1:]:
+        assert torch.equal(y, outs[0][0]) and torch.equal(mean, outs[0][1]) and torch.equal(rstd, outs[0][2])
+    torch.testing.assert_close(outs[0][0], torch.nn.functional.layer_norm(x, (1000,), w, b), atol=1e-5, rtol=1e-5)

@@ -29,6 +29,7 @@ from ridgeline.lib.coop import CoopLauncher
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
+    l2_cache_bytes,
     multiprocessor_count,
     require_dtype,
     require_runnable_device,
@@ -70,23 +71,17 @@ _SPLIT_WRITE = CachedLauncher(_xent_split_write)
 _COOP = CoopLauncher(_xent_coop)
 
 
-def _l2_bytes(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 60 * 2**20
-    props = torch.cuda.get_device_properties(device)
-    return int(getattr(props, "L2_cache_size", 60 * 2**20) or 60 * 2**20)
-
-
 def case_of(logits: torch.Tensor, has_grad: bool) -> Case:
     n, v = logits.shape
-    return Case(v, logits.element_size(), n, has_grad, multiprocessor_count(logits.device), _l2_bytes(logits.device))
+    dev = logits.device
+    return Case(v, logits.element_size(), n, has_grad, multiprocessor_count(dev), l2_cache_bytes(dev))
 
 
 def launch_config(n_cols: int, dtype: torch.dtype, n_rows: int = 1, has_grad: bool = True,
                   device: torch.device | str = "cuda") -> tuple[LaunchConfig, int]:
     """The config and grid our kernel takes for N x V logits of `dtype` (what reports record beside a timing)."""
     device = torch.device(device)
-    case = Case(n_cols, dtype.itemsize, n_rows, has_grad, multiprocessor_count(device), _l2_bytes(device))
+    case = Case(n_cols, dtype.itemsize, n_rows, has_grad, multiprocessor_count(device), l2_cache_bytes(device))
     cfg = config_for(case)
     return cfg, grid_for(case, cfg, _INTERPRETED)
 

@@ -14,6 +14,7 @@ import torch
 from ridgeline.lib.fastlaunch import CachedLauncher
 from ridgeline.lib.launch import (
     FLOAT_DTYPES,
+    l2_cache_bytes,
     multiprocessor_count,
     require_dtype,
     require_rows,
@@ -30,7 +31,14 @@ from ridgeline.ops.layernorm.kernel import (
     _ln_fwd_kernel,
     _ln_fwd_wide_kernel,
 )
-from ridgeline.ops.layernorm.rules import BwdConfig, FwdConfig, bwd_config, fwd_config
+from ridgeline.ops.layernorm.rules import (
+    BwdConfig,
+    FwdConfig,
+    bwd_config,
+    fwd_config,
+    fwd_config_for_call,
+    fwd_load_policy,
+)
 
 _FWD = CachedLauncher(_ln_fwd_kernel)
 _FWD_WIDE = CachedLauncher(_ln_fwd_wide_kernel)
@@ -156,7 +164,8 @@ def _forward(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | 
     if guard is not None:
         with guard:
             return _forward(x, weight, bias, eps, stats, cfg)
-    cfg = cfg or fwd_config(n, x.dtype)
+    if cfg is None:
+        cfg = fwd_config_for_call(n, x.dtype, fwd_load_policy(m, n, x.element_size(), l2_cache_bytes(x.device)))
     xr, x_stride = _rows(x)
     xb, x_off = _based(xr)
     na = stride_alignment(n)

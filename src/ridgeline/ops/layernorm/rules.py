@@ -225,6 +225,27 @@ def fwd_config(n: int, dtype: torch.dtype) -> FwdConfig:
     return _resolve((FWD_LAYOUTS, FWD_GRID), Case(n, dtype.itemsize, interpreted=_INTERPRETED))
 
 
+# The forward's x loads (an L2 hint: no bit changes, so the row count may decide it): evict_first while x fits
+# FWD_STREAM_L2_SHARE of the L2 (the rows read once leave it first; y, written at the same addresses call after call
+# in a serving loop, stays), evict_last above. Measured (H200, s22, h200-tune-layernorm-fwd-s22.json, graph replay
+# over inputs 3x the L2, beside the plain loads): evict_first 1.04-1.05x at 4096x1024, 16384x1024 and 4096x4096
+# (8-34 MB of x; evict_last 1.00-1.03x there); evict_last 1.02x / 1.01x at 4096x5120 / 4096x8192 (42 / 67 MB, where
+# evict_first was 1.00x / 0.99x). RMSNorm's L2 rule uses the same share (ops/rmsnorm/rules.py).
+FWD_STREAM_L2_SHARE = 0.55
+
+
+def fwd_load_policy(m: int, n: int, itemsize: int, l2_bytes: int) -> str:
+    """The forward's eviction policy for x's loads in a call of m rows (one-pass layouts)."""
+    return "evict_first" if m * n * itemsize <= FWD_STREAM_L2_SHARE * l2_bytes else "evict_last"
+
+
+@functools.lru_cache(maxsize=4096)
+def fwd_config_for_call(n: int, dtype: torch.dtype, policy: str) -> FwdConfig:
+    """fwd_config with the call's load policy (`fwd_load_policy`); one cached object per (n, dtype, policy)."""
+    cfg = fwd_config(n, dtype)
+    return cfg if cfg.wide else dataclasses.replace(cfg, load_policy=policy)
+
+
 @functools.lru_cache(maxsize=4096)
 def bwd_config(n: int, dtype: torch.dtype) -> BwdConfig:
     """The backward's launch config for rows of n columns of dtype."""

@@ -195,10 +195,14 @@ class LayerNormSpec(OpSpec):
         return cases
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
-        from ridgeline.ops.layernorm.rules import fwd_config, trace
+        from ridgeline.lib.launch import l2_cache_bytes
+        from ridgeline.ops.layernorm.rules import fwd_config_for_call, fwd_load_policy, trace
 
-        cfg = fwd_config(case.shape[-1], case.dtype)
-        return {"config": cfg.describe(), "num_warps": cfg.num_warps, "rules": list(trace(case.shape[-1], case.dtype))}
+        n = case.shape[-1]
+        m = math.prod(case.shape[:-1])
+        policy = fwd_load_policy(m, n, case.dtype.itemsize, l2_cache_bytes(torch.device(device)))
+        cfg = fwd_config_for_call(n, case.dtype, policy)
+        return {"config": cfg.describe(), "num_warps": cfg.num_warps, "rules": list(trace(n, case.dtype))}
 
 
 class LayerNormBwdSpec(OpSpec):

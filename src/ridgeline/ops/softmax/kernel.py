@@ -28,9 +28,8 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 @triton.jit
 def _tile_load(base, rows, cols, M, N, stride, ROW_MASK: tl.constexpr, COL_MASK: tl.constexpr, other,
-               POLICY: tl.constexpr, UPCAST: tl.constexpr):
-    """A [ROWS, P] tile of a 2D tensor (float32, or with UPCAST False in its storage dtype, converted where it is
-    used); masks only where the tile can run past the rows / columns."""
+               POLICY: tl.constexpr):
+    """A [ROWS, P] tile of a 2D tensor (float32); masks only where the tile can run past the rows / columns."""
     ptrs = base + rows[:, None] * stride + cols[None, :]
     if ROW_MASK and COL_MASK:
         v = tl.load(ptrs, mask=(rows[:, None] < M) & (cols[None, :] < N), other=other, eviction_policy=POLICY)
@@ -40,11 +39,8 @@ def _tile_load(base, rows, cols, M, N, stride, ROW_MASK: tl.constexpr, COL_MASK:
         v = tl.load(ptrs, mask=cols[None, :] < N, other=other, eviction_policy=POLICY)
     else:
         v = tl.load(ptrs, eviction_policy=POLICY)
-    # Upcast right after the load: float32 math on the GPU, and the CPU interpreter gets bf16 math wrong. (Held in
-    # the storage dtype, a 16-bit row takes half the registers; every use upcasts it first, so the math is the same.)
-    if UPCAST:
-        v = v.to(tl.float32)
-    return v
+    # Upcast right after the load: float32 math on the GPU, and the CPU interpreter gets bf16 math wrong.
+    return v.to(tl.float32)
 
 
 @triton.jit
@@ -78,14 +74,13 @@ def _softmax_fwd_rows(
     ca = tl.arange(0, BLOCK)
     ROW_MASK: tl.constexpr = ROWS > 1
     A_MASK: tl.constexpr = PIECE_B == 0  # with two pieces the first lies wholly inside the row
-    UPCAST: tl.constexpr = True  # (x is upcast as it is loaded)
     for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
-        xa = _tile_load(X, rows, ca, M, N, x_stride, ROW_MASK, A_MASK, float("-inf"), LOAD_POLICY, UPCAST) * LOG2E
+        xa = _tile_load(X, rows, ca, M, N, x_stride, ROW_MASK, A_MASK, float("-inf"), LOAD_POLICY) * LOG2E
         m = tl.max(xa, axis=1)
         if PIECE_B > 0:
             cb = BLOCK + tl.arange(0, PIECE_B)
-            xb = _tile_load(X, rows, cb, M, N, x_stride, ROW_MASK, True, float("-inf"), LOAD_POLICY, UPCAST) * LOG2E
+            xb = _tile_load(X, rows, cb, M, N, x_stride, ROW_MASK, True, float("-inf"), LOAD_POLICY) * LOG2E
             m = tl.maximum(m, tl.max(xb, axis=1))
         ea = tl.exp2(xa - m[:, None])
         s = tl.sum(ea, axis=1)
@@ -103,11 +98,9 @@ def _softmax_bwd_rows(
     Yt, y_stride_q, DY, dy_stride_q, DX, dx_stride_q, M, n_q, num_tiles,
     Y_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     BLOCK: tl.constexpr, PIECE_B: tl.constexpr, ROWS: tl.constexpr, EMULATE_RNE: tl.constexpr,
-    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "", UPCAST_ROWS: tl.constexpr = True,
+    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "",
 ):
-    """One pass: dx = y * (dy - sum(dy * y)) for tiles of ROWS rows held in registers (UPCAST_ROWS False: held in
-    their storage dtype and upcast at each use, half the registers for 16-bit rows; the same float32 math and
-    bits)."""
+    """One pass: dx = y * (dy - sum(dy * y)) for tiles of ROWS rows held in registers."""
     N = n_q * N_ALIGN
     y_stride = y_stride_q * Y_ALIGN
     dy_stride = dy_stride_q * DY_ALIGN
@@ -117,16 +110,16 @@ def _softmax_bwd_rows(
     A_MASK: tl.constexpr = PIECE_B == 0
     for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
-        ya = _tile_load(Yt, rows, ca, M, N, y_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY, UPCAST_ROWS)
-        ga = _tile_load(DY, rows, ca, M, N, dy_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY, UPCAST_ROWS)
-        dot = tl.sum(ya.to(tl.float32) * ga.to(tl.float32), axis=1)
+        ya = _tile_load(Yt, rows, ca, M, N, y_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY)
+        ga = _tile_load(DY, rows, ca, M, N, dy_stride, ROW_MASK, A_MASK, 0.0, LOAD_POLICY)
+        dot = tl.sum(ya * ga, axis=1)
         if PIECE_B > 0:
             cb = BLOCK + tl.arange(0, PIECE_B)
-            yb = _tile_load(Yt, rows, cb, M, N, y_stride, ROW_MASK, True, 0.0, LOAD_POLICY, UPCAST_ROWS)
-            gb = _tile_load(DY, rows, cb, M, N, dy_stride, ROW_MASK, True, 0.0, LOAD_POLICY, UPCAST_ROWS)
-            dot += tl.sum(yb.to(tl.float32) * gb.to(tl.float32), axis=1)
-        dxa = ya.to(tl.float32) * (ga.to(tl.float32) - dot[:, None])
+            yb = _tile_load(Yt, rows, cb, M, N, y_stride, ROW_MASK, True, 0.0, LOAD_POLICY)
+            gb = _tile_load(DY, rows, cb, M, N, dy_stride, ROW_MASK, True, 0.0, LOAD_POLICY)
+            dot += tl.sum(yb * gb, axis=1)
+        dxa = ya * (ga - dot[:, None])
         _tile_store(DX, rows, ca, M, N, dx_stride, dxa, ROW_MASK, A_MASK, EMULATE_RNE, STORE_CM)
         if PIECE_B > 0:
-            dxb = yb.to(tl.float32) * (gb.to(tl.float32) - dot[:, None])
+            dxb = yb * (gb - dot[:, None])
             _tile_store(DX, rows, cb, M, N, dx_stride, dxb, ROW_MASK, True, EMULATE_RNE, STORE_CM)

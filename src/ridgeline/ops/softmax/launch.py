@@ -107,8 +107,6 @@ def _launch(bwd: bool, tensors: tuple[torch.Tensor, ...], strides: tuple[int, ..
     constexprs = _align_constexprs(bwd, aligns)
     constexprs.update(BLOCK=cfg.block, PIECE_B=cfg.piece_b, ROWS=cfg.rows, EMULATE_RNE=_INTERPRETED,
                       LOAD_POLICY=cfg.load_policy, STORE_CM=cfg.store_cm)
-    if bwd:
-        constexprs["UPCAST_ROWS"] = not cfg.keep_storage
     args_tail = (aligns, cfg.rows)
     args = _args(tensors, strides, args_tail, m, n)
     launcher.launch(grid, args, constexprs, cfg.num_warps, fast_key,

@@ -95,9 +95,6 @@ class LaunchConfig:
     # One pass: a persistent grid of at most this many programs per SM walking the row tiles (0: one program a
     # tile). No bit changes (a tile's rows are computed the same whichever program takes them).
     programs_per_sm: int = 0
-    # One pass, backward: y and dy held in their storage dtype and upcast at each use (half the registers for
-    # 16-bit rows: a 65536-column row pair fits 32 warps). The same float32 math: no bit changes.
-    keep_storage: bool = False
 
     def __post_init__(self) -> None:
         if self.prefetch and not self.coop:
@@ -118,8 +115,6 @@ class LaunchConfig:
             raise ValueError(f"LaunchConfig: load_policy: evict_first, evict_last or '', got {self.load_policy!r}")
         if self.store_cm not in ("", ".cs", ".wb", ".cg"):
             raise ValueError(f"LaunchConfig: store_cm must be '', .cs, .wb or .cg, got {self.store_cm!r}")
-        if self.keep_storage and not self.one_pass:
-            raise ValueError("LaunchConfig: keep_storage is a one-pass layout")
         if self.programs_per_sm < 0 or (self.programs_per_sm and not self.one_pass):
             raise ValueError("LaunchConfig: programs_per_sm is a one-pass layout (>= 0)")
 
@@ -132,7 +127,6 @@ class LaunchConfig:
             hints = "" if self.load_policy == "evict_first" else f" load:{self.load_policy or 'default'}"
             hints += f" store:{self.store_cm}" if self.store_cm else ""
             hints += f" persistent:{self.programs_per_sm}/SM" if self.programs_per_sm else ""
-            hints += " keep-storage" if self.keep_storage else ""
             return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}{hints}"
         if self.coop:
             return f"coop CHUNK={self.block} warps={self.num_warps}" + (" prefetch" if self.prefetch else "")
