@@ -32,6 +32,7 @@ from ridgeline.ops.rmsnorm.kernel import (
 from ridgeline.ops.rmsnorm.rules import LaunchConfig, candidate_configs, config_for, launch_config
 from ridgeline.ops.rmsnorm.split import _rms_norm_split_kernel
 from ridgeline.profile import TensorArg, TritonLaunch, aot_compile, kernel_facts, occupancy
+from ridgeline.profile.aot import _compile_key, aot_ttgir
 
 
 def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torch.bfloat16,
@@ -68,7 +69,7 @@ def launch_for(n: int, cfg: LaunchConfig, fused: bool, dtype: torch.dtype = torc
 
 def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
     """(size, register layout) of the float32 tensors the compiled kernel reduces, in order of first use."""
-    ttgir = aot_compile(launch).asm["ttgir"]
+    ttgir = aot_ttgir(launch)  # (the layouts are decided by then: no PTX or ptxas)
     layouts = dict(re.findall(r"(#blocked\d*) = (#ttg\.blocked<\{[^}]*\}>)", ttgir))
     # Reductions of one tensor (`...>) -> f32`) or several at once (`...>) -> (f32, f32)`: joint_max).
     reduced = re.findall(r"tensor<(\d+)xf32, (#blocked\d*)>\) -> \(?f32", ttgir)
@@ -78,10 +79,14 @@ def reduction_layouts(launch: TritonLaunch) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys((size, layouts[name]) for size, name in reduced))
 
 
-def _layouts_job(job: tuple) -> tuple:
+def _job_launch(job: tuple) -> TritonLaunch:
     n, cfg, fused, aligned, strides, has_weight, quant, wdtype = job
-    return reduction_layouts(launch_for(n, cfg, fused, aligned=aligned, strides=strides, has_weight=has_weight,
-                                        quant=quant, weight_dtype=wdtype))
+    return launch_for(n, cfg, fused, aligned=aligned, strides=strides, has_weight=has_weight, quant=quant,
+                      weight_dtype=wdtype)
+
+
+def _layouts_job(job: tuple) -> tuple:
+    return reduction_layouts(_job_launch(job))
 
 
 def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
@@ -133,12 +138,17 @@ def layout_groups(n: int) -> dict[str, tuple[tuple, list[tuple]]]:
 
 
 def check_layouts(ns: list[int]) -> list[str]:
-    """Where a row's sum is laid out otherwise than its group's reference (`layout_groups`). Compiles in parallel,
-    one process per CPU (about a thousand kernels; Triton's cache makes reruns quick)."""
+    """Where a row's sum is laid out otherwise than its group's reference (`layout_groups`). Each distinct
+    specialization is lowered once to TTGIR (where Triton fixes the layouts), in parallel, one process per CPU
+    (about 2200 kernels for the test's eleven widths)."""
     groups = {(n, name): g for n in ns for name, g in layout_groups(n).items()}
     jobs = sorted({job for ref, others in groups.values() for job in (ref, *others)}, key=repr)
+    # Jobs whose launches specialize alike (strides and alignments that give the same constexprs) compile once.
+    key_of = {job: _compile_key(_job_launch(job)) for job in jobs}
+    firsts = list({key_of[job]: job for job in reversed(jobs)}.values())
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        layouts = dict(zip(jobs, pool.map(_layouts_job, jobs)))
+        by_key = dict(zip((key_of[j] for j in firsts), pool.map(_layouts_job, firsts, chunksize=8)))
+    layouts = {job: by_key[key_of[job]] for job in jobs}
     problems = []
     for (n, name), (ref, others) in groups.items():
         for job in others:

@@ -106,3 +106,37 @@ def test_profile_command(tmp_path):
     assert res.exit_code == 2
 
 
+
+
+_TTGIR_CHECK = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from compile_configs import launch_for
+from ridgeline.ops.rmsnorm.launch import config_for
+from ridgeline.profile.aot import aot_compile, aot_ttgir
+launch = launch_for(5120, config_for(5120, torch.bfloat16, 4096), False)
+def body(text):
+    return [ln for ln in text.splitlines() if not ln.startswith("#loc")]
+ttgir = aot_ttgir(launch)
+assert "ttg.blocked" in ttgir and "tt.reduce" in ttgir, ttgir[:400]
+assert body(ttgir) == body(aot_compile(launch).asm["ttgir"]), "the TTGIR differs from the full compile's"
+print("same TTGIR")
+"""
+
+
+@needs_tools
+def test_ttgir_alone_is_the_full_compiles_ttgir(tmp_path):
+    """aot_ttgir stops Triton's pipeline at its GPU IR; the text must be the full compile's (the layout checks of
+    scripts/compile_configs.py read it instead of compiling to a cubin). Locations aside (paths differ by cache).
+    In a child without the interpreter, with an empty Triton cache (a real compile, not a cache hit)."""
+    import os
+    import subprocess
+    import sys
+
+    from ridgeline.profile.child import child_env
+
+    env = child_env(True) | {"TRITON_CACHE_DIR": str(tmp_path)}
+    scripts = str(Path(__file__).resolve().parents[2] / "scripts")
+    res = subprocess.run([sys.executable, "-c", _TTGIR_CHECK, scripts], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=os.getcwd())
+    assert res.returncode == 0 and "same TTGIR" in res.stdout, res.stdout + res.stderr[-2000:]

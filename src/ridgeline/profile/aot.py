@@ -81,6 +81,40 @@ def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
                           options=options)
 
 
+def aot_ttgir(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> str:
+    """The TTGIR of a launch for a CUDA target: Triton's pipeline run up to its GPU-IR stage only (no LLVM, PTX or
+    ptxas: what a layout question needs, at a fraction of a full compile). Through `triton.compile` where this
+    Triton's internals differ from 3.6-3.7's (make_ir, add_stages)."""
+    try:
+        from triton._C.libtriton import ir
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from triton.compiler.compiler import make_backend
+
+        kernel = as_jit(launch.kernel)
+        sig, consts, attrs = specialization(kernel, launch.args)
+        target = GPUTarget("cuda", arch, 32)
+        backend = make_backend(target)
+        opts: dict[str, Any] = {**launch.options, "num_warps": launch.num_warps}
+        if launch.num_stages is not None:
+            opts["num_stages"] = launch.num_stages
+        src = ASTSource(kernel, sig, consts, attrs)
+        options = backend.parse_options(dict(opts, **src.parse_options()))
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+        stages: dict[str, Any] = {}
+        backend.add_stages(stages, options, src.language)
+        metadata: dict[str, Any] = {"hash": "ttgir-only", "target": target, **options.__dict__}
+        for ext in ("ttir", "ttgir"):
+            module = stages[ext](module, metadata)
+        return str(module)
+    except (ImportError, AttributeError, TypeError, KeyError):
+        return aot_compile(launch, arch).asm["ttgir"]
+
+
 def _compile_key(launch: TritonLaunch) -> str:
     """What decides the compiled kernel: the kernel, its specialization and the compile options."""
     kernel = as_jit(launch.kernel)
