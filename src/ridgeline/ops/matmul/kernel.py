@@ -26,9 +26,11 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return pid_m, pid_n
 
 
-# M is not specialized: the H200 audit (h200-audit-matmul-ridgeline.json) had M = 1 at 17.5 us against 12.1 us for
-# M = 2..4 with the same tile, and M = 1 is the only value Triton compiles apart (its "== 1" specialization).
-@triton.jit(do_not_specialize=["M"])
+# M keeps Triton's specialization (M == 1 compiled apart). Leaving it unspecialized (do_not_specialize, tried after
+# the audit had M = 1 at 17.5 us against 12.1 for M = 2..4 on one tile) made M = 1 slower still on the H200: 20.4
+# against 17.2 us at 1x4096x4096, 62.2 against 48.5 at 1x4096x14336, 78.2 against 69.0 at 1x10240x8192 (s22 sweep,
+# 1acdefc, beside the s15 record), and M = 16-128 no faster.
+@triton.jit
 def gemm_kernel(
     x_ptr, b_ptr, bias_ptr, y_ptr,
     M, N, K,
