@@ -227,10 +227,10 @@ def fwd_config(n: int, dtype: torch.dtype) -> FwdConfig:
 
 # The forward's x loads (an L2 hint: no bit changes, so the row count may decide it): evict_first while x fits
 # FWD_STREAM_L2_SHARE of the L2 (the rows read once leave it first; y, written at the same addresses call after call
-# in a serving loop, stays), evict_last above. Measured (H200, s22, h200-tune-layernorm-fwd-s22.json, graph replay
-# over inputs 3x the L2, beside the plain loads): evict_first 1.04-1.05x at 4096x1024, 16384x1024 and 4096x4096
-# (8-34 MB of x; evict_last 1.00-1.03x there); evict_last 1.02x / 1.01x at 4096x5120 / 4096x8192 (42 / 67 MB, where
-# evict_first was 1.00x / 0.99x). RMSNorm's L2 rule uses the same share (ops/rmsnorm/rules.py).
+# in a serving loop, stays), evict_last above. Measured on the H200 in s22 (graph replay over inputs 3x the L2,
+# beside the plain loads; `git show 8f83e7c:docs/results/h200-tune-layernorm-fwd-s22.json`): evict_first 1.04-1.05x
+# at 4096x1024, 16384x1024 and 4096x4096 (8-34 MB of x; evict_last 1.00-1.03x there); evict_last 1.02x / 1.01x at
+# 4096x5120 / 4096x8192 (42 / 67 MB, where evict_first was 1.00x / 0.99x). RMSNorm's L2 rule uses the same share.
 FWD_STREAM_L2_SHARE = 0.55
 
 
