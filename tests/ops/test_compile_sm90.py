@@ -108,26 +108,25 @@ def compiled_oldest(compiled_both) -> dict[str, list[dict]]:
     return oldest
 
 
+def _assert_compiled(op: str, results: list[dict] | None, triton_version: str | None = None) -> None:
+    if not results:
+        pytest.skip(f"{op} launches no Triton kernel at its CPU shapes")
+    if triton_version is not None:
+        assert {r["triton"] for r in results} == {triton_version}, f"the child did not compile with {triton_version}"
+    errors = sorted({f"{r['kernel']}: {r['error']}" for r in results if "error" in r})
+    assert not errors, errors
+    assert all(r["cubin_bytes"] > 0 for r in results)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the GPU tests compile every kernel for real")
 @pytest.mark.parametrize("op", [op for op, _ in _our_ops()])
 def test_our_kernels_compile_for_sm90(op, compiled):
-    results = compiled.get(op)
-    if not results:
-        pytest.skip(f"{op} launches no Triton kernel at its CPU shapes")
-    errors = sorted({f"{r['kernel']}: {r['error']}" for r in results if "error" in r})
-    assert not errors, errors
-    assert all(r["cubin_bytes"] > 0 for r in results)
+    _assert_compiled(op, compiled.get(op))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the GPU tests compile every kernel for real")
 @pytest.mark.parametrize("op", [op for op, _ in _our_ops()])
 def test_our_kernels_compile_for_sm90_with_the_oldest_supported_triton(op, compiled_oldest):
-    results = compiled_oldest.get(op)
-    if not results:
-        pytest.skip(f"{op} launches no Triton kernel at its CPU shapes")
-    assert {r["triton"] for r in results} == {OLDEST_TRITON}, "the child did not compile with the oldest Triton"
-    errors = sorted({f"{r['kernel']}: {r['error']}" for r in results if "error" in r})
-    assert not errors, errors
-    assert all(r["cubin_bytes"] > 0 for r in results)
+    _assert_compiled(op, compiled_oldest.get(op), OLDEST_TRITON)
