@@ -52,6 +52,23 @@ def test_both_kernel_paths_and_pointer_fallback():
         _close(matmul(x, w), reference_matmul(x, w, None, "nt"), k, torch.float16)
 
 
+@pytest.mark.parametrize("layout", ["nt", "kn"])
+def test_one_row_runs_as_two_aliasing_rows_with_the_rows_bits(layout):
+    """M = 1 launches as M = 2 with zero row strides (off Triton's slow M == 1 code): the row's values and bits are
+    those of the same row in a larger call on the same tile, whatever x's layout."""
+    k, n = 200, 96
+    x = torch.randn(6, k).half()
+    w = (torch.randn(n, k) if layout == "nt" else torch.randn(k, n)).half()
+    bias = torch.randn(n).half()
+    full = matmul(x[:4], w, bias, layout=layout)
+    for i in range(4):
+        one = matmul(x[i:i + 1], w, bias, layout=layout)
+        assert torch.equal(one, full[i:i + 1])
+    _close(one, reference_matmul(x[3:4], w, bias, layout), k, torch.float16)
+    xt = torch.randn(k, 1).half().T  # a single row stored as a column: strides (1, 1)
+    _close(matmul(xt, w, layout=layout), reference_matmul(xt, w, None, layout), k, torch.float16)
+
+
 def test_single_column_weight_takes_tma_with_an_aligned_stride():
     # N = 1 (a value head) with K = 13 inside an aligned x buffer: w's row stride (26 B) belongs to a size-1 dim and
     # must not reach the descriptor (the interpreter, like the GPU, refuses an unaligned descriptor stride).

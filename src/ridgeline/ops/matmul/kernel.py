@@ -29,7 +29,8 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 # M keeps Triton's specialization (M == 1 compiled apart). Leaving it unspecialized (do_not_specialize, tried after
 # the audit had M = 1 at 17.5 us against 12.1 for M = 2..4 on one tile) made M = 1 slower still on the H200: 20.4
 # against 17.2 us at 1x4096x4096, 62.2 against 48.5 at 1x4096x14336, 78.2 against 69.0 at 1x10240x8192 (s22 sweep,
-# 1acdefc, beside the s15 record), and M = 16-128 no faster.
+# 1acdefc, beside the s15 record), and M = 16-128 no faster. launch.py runs a single row as two aliasing it instead,
+# so the M == 1 code is never compiled (11.6 us at 1x4096x4096).
 @triton.jit
 def gemm_kernel(
     x_ptr, b_ptr, bias_ptr, y_ptr,
