@@ -58,7 +58,7 @@ def candidates(n: int, itemsize: int, bwd: bool) -> list[tuple[str, LaunchConfig
                 if second and first + second < block:
                     out.append((f"1p pieces w{warps}", LaunchConfig(True, first, warps, piece_b=second)))
     if shipped.one_pass:  # cache hints and a persistent grid on the shipped layout (no bit changes)
-        for load, store in (("", ""), ("evict_first", ".cs"), ("", ".cs"), ("evict_last", "")):
+        for load, store in (("", ""), ("evict_first", ""), ("evict_last", ""), ("evict_first", ".cs"), ("", ".cs")):
             cfg = replace(shipped, load_policy=load, store_cm=store)
             out.append((f"hint load:{load or 'default'} store:{store or 'default'}", cfg))
         for per_sm in (2, 4, 8):

@@ -66,9 +66,8 @@ def _tl_type(dtype: Any) -> str:
 
 
 
-def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
-    """triton.compile for a CUDA target; no GPU needed (Triton's bundled ptxas builds the cubin)."""
-    import triton
+def _ast_source(launch: TritonLaunch, arch: int) -> tuple[Any, Any, dict[str, Any]]:
+    """(Triton's ASTSource of the launch's specialization, the CUDA target, the compile options)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -77,8 +76,15 @@ def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
     options: dict[str, Any] = {**launch.options, "num_warps": launch.num_warps}
     if launch.num_stages is not None:
         options["num_stages"] = launch.num_stages
-    return triton.compile(ASTSource(kernel, sig, consts, attrs), target=GPUTarget("cuda", arch, 32),
-                          options=options)
+    return ASTSource(kernel, sig, consts, attrs), GPUTarget("cuda", arch, 32), options
+
+
+def aot_compile(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> Any:
+    """triton.compile for a CUDA target; no GPU needed (Triton's bundled ptxas builds the cubin)."""
+    import triton
+
+    src, target, options = _ast_source(launch, arch)
+    return triton.compile(src, target=target, options=options)
 
 
 def aot_ttgir(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> str:
@@ -87,18 +93,10 @@ def aot_ttgir(launch: TritonLaunch, arch: int = DEFAULT_ARCH) -> str:
     Triton's internals differ from 3.6-3.7's (make_ir, add_stages)."""
     try:
         from triton._C.libtriton import ir
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
         from triton.compiler.compiler import make_backend
 
-        kernel = as_jit(launch.kernel)
-        sig, consts, attrs = specialization(kernel, launch.args)
-        target = GPUTarget("cuda", arch, 32)
+        src, target, opts = _ast_source(launch, arch)
         backend = make_backend(target)
-        opts: dict[str, Any] = {**launch.options, "num_warps": launch.num_warps}
-        if launch.num_stages is not None:
-            opts["num_stages"] = launch.num_stages
-        src = ASTSource(kernel, sig, consts, attrs)
         options = backend.parse_options(dict(opts, **src.parse_options()))
         context = ir.context()
         ir.load_dialects(context)

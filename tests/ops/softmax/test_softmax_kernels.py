@@ -280,7 +280,7 @@ def test_cache_hints_and_a_persistent_grid_change_no_bit():
     base = LaunchConfig(True, 4096, 8, piece_b=256)
     fwd, bwd = launch._softmax_last(x, base), launch._softmax_backward_last(y, dy, base)
     assert_close(fwd, torch.softmax(x.double(), -1), torch.bfloat16)
-    for cfg in (replace(base, load_policy="", store_cm=".cs"), replace(base, load_policy="evict_last"),
+    for cfg in (replace(base, load_policy="", store_cm=".cs"), replace(base, load_policy="evict_first"),
                 replace(base, programs_per_sm=1)):
         assert torch.equal(launch._softmax_last(x, cfg), fwd), cfg.describe()
         assert torch.equal(launch._softmax_backward_last(y, dy, cfg), bwd), cfg.describe()

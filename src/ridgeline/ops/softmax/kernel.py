@@ -64,7 +64,7 @@ def _softmax_fwd_rows(
     X, x_stride_q, Y, y_stride_q, M, n_q, num_tiles,
     X_ALIGN: tl.constexpr, Y_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     BLOCK: tl.constexpr, PIECE_B: tl.constexpr, ROWS: tl.constexpr, EMULATE_RNE: tl.constexpr,
-    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "",
+    LOAD_POLICY: tl.constexpr, STORE_CM: tl.constexpr,
 ):
     """One pass: tiles of ROWS rows, grid-stride over the tiles (one iteration when the grid covers them)."""
     N = n_q * N_ALIGN
@@ -98,7 +98,7 @@ def _softmax_bwd_rows(
     Yt, y_stride_q, DY, dy_stride_q, DX, dx_stride_q, M, n_q, num_tiles,
     Y_ALIGN: tl.constexpr, DY_ALIGN: tl.constexpr, DX_ALIGN: tl.constexpr, N_ALIGN: tl.constexpr,
     BLOCK: tl.constexpr, PIECE_B: tl.constexpr, ROWS: tl.constexpr, EMULATE_RNE: tl.constexpr,
-    LOAD_POLICY: tl.constexpr = "evict_first", STORE_CM: tl.constexpr = "",
+    LOAD_POLICY: tl.constexpr, STORE_CM: tl.constexpr,
 ):
     """One pass: dx = y * (dy - sum(dy * y)) for tiles of ROWS rows held in registers."""
     N = n_q * N_ALIGN

@@ -88,9 +88,9 @@ class LaunchConfig:
     coop: bool = False
     # Read once: each program loads its chunk of the group's next row before it waits for this row's group.
     prefetch: bool = False
-    # One pass: the loads' L2 eviction policy ("evict_first": read once, leave first; "": the default) and the
-    # stores' cache modifier ("": the default; ".cs": streamed). No bit changes.
-    load_policy: str = "evict_first"
+    # One pass: the loads' L2 eviction policy (ONE_PASS_LOAD_POLICY; "evict_first": read once, leave first; "":
+    # no hint) and the stores' cache modifier ("": the default; ".cs": streamed). No bit changes.
+    load_policy: str = ONE_PASS_LOAD_POLICY
     store_cm: str = ""
     # One pass: a persistent grid of at most this many programs per SM walking the row tiles (0: one program a
     # tile). No bit changes (a tile's rows are computed the same whichever program takes them).
@@ -124,7 +124,7 @@ class LaunchConfig:
     def describe(self) -> str:
         if self.one_pass:
             pieces = f"{self.block}+{self.piece_b}" if self.piece_b else str(self.block)
-            hints = "" if self.load_policy == "evict_first" else f" load:{self.load_policy or 'default'}"
+            hints = "" if self.load_policy == ONE_PASS_LOAD_POLICY else f" load:{self.load_policy or 'default'}"
             hints += f" store:{self.store_cm}" if self.store_cm else ""
             hints += f" persistent:{self.programs_per_sm}/SM" if self.programs_per_sm else ""
             return f"1-pass BLOCK={pieces} rows={self.rows} warps={self.num_warps}{hints}"
@@ -172,8 +172,7 @@ def _pieces(case: Case, warps: int) -> tuple[int, int]:
 
 def _packed(case: Case) -> LaunchConfig:
     rows = max(1, PACK_ELEMENTS // case.block)
-    return LaunchConfig(True, case.block, max(1, min(4, rows * case.block // 512)), rows=rows,
-                        load_policy=ONE_PASS_LOAD_POLICY)
+    return LaunchConfig(True, case.block, max(1, min(4, rows * case.block // 512)), rows=rows)
 
 
 def _one_pass(case: Case) -> LaunchConfig:
@@ -184,7 +183,7 @@ def _one_pass(case: Case) -> LaunchConfig:
     if second:  # two pieces: warps for the first piece (4100 = 4096 + 256 on 4 warps, not 8192's 8)
         warps = _warps_for(first, case.aligned)
         first, second = _pieces(case, warps)
-    return LaunchConfig(True, first, warps, piece_b=second, load_policy=ONE_PASS_LOAD_POLICY)
+    return LaunchConfig(True, first, warps, piece_b=second)
 
 
 def _split(case: Case) -> LaunchConfig:
