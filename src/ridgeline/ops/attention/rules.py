@@ -34,10 +34,16 @@ class AttnConfig:
     # tuning driver: a pointer load of a 64 x 128 tile computes 8192 64-bit addresses a step (two tiles a step, about
     # as many integer instructions per thread as the step's exp2s), which the copy engine does not.
     tma: bool = False
+    # Forward only: the softmax scale applied after the row maximum, so that s * scale - m is one FMA an element
+    # instead of a multiply and a subtract.
+    fold: bool = False
+    # Forward only: acc and l rescaled only when a row maximum of the tile grew by more than 2^8 (one branch for
+    # the tile), instead of BLOCK_M x D multiplies every step.
+    lazy: bool = False
 
     def describe(self) -> str:
         text = f"BLOCK_M={self.block_m} BLOCK_N={self.block_n} warps={self.num_warps} stages={self.num_stages}"
-        return text + (" tma" if self.tma else "")
+        return text + (" tma" if self.tma else "") + (" fold" if self.fold else "") + (" lazy" if self.lazy else "")
 
 
 @dataclass(frozen=True)
