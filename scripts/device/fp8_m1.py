@@ -1,8 +1,9 @@
-"""Does Triton's M == 1 specialization cost the FP8 GEMM what it cost the bf16 one? (docs/perf/README.md, next
-steps.) For each decode shape, row-wise scales, times with triton.testing.do_bench (median, L2 flushed):
-torch._scaled_mm; the rule's config at M = 1; the same config on two real rows (M = 2 code, TMA); pointer loads at
-M = 1; pointer loads over one row read twice (a.expand(2, K): zero row stride, the M = 2 code); and a few tiles
-of the M = 2 code. Prints a table last and writes every timing to JSON.
+"""Does Triton's M == 1 specialization cost the FP8 GEMM what it cost the bf16 one, and are TMA loads right at
+decode sizes? (docs/perf/README.md, next steps.) Row-wise scales; each case timed by ridgeline's graph timing over
+enough weight copies to pass 256 MB (each call reads its weight from DRAM, as in the bench's graph-cold regime):
+torch._scaled_mm; the rule's config at M = 1 (TMA); pointer loads at M = 1; pointer loads over one row read twice
+(a.expand(2, K): zero row stride, Triton's M = 2 code) on a few tiles; and the same at M = 16 against TMA.
+Prints a table last and writes every timing to JSON.
 
   python3 scripts/device/fp8_m1.py --json OUT.json
 """
@@ -16,69 +17,72 @@ import sys
 from pathlib import Path
 
 import torch
-import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from ridgeline.harness.timing import time_graph  # noqa: E402
 from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for  # noqa: E402
 
-SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (8192, 28672)]
+SHAPES = [(1, 4096, 4096), (1, 6144, 4096), (1, 28672, 4096), (1, 10240, 8192), (1, 8192, 28672),
+          (16, 4096, 4096), (16, 28672, 4096)]
+POINTER_TILES = [(64, 32, 128, 4), (64, 32, 128, 6), (64, 64, 128, 4), (64, 128, 128, 4), (64, 64, 64, 6)]
 
 
-def _ms(fn) -> float:
-    return float(triton.testing.do_bench(fn, warmup=10, rep=60))
-
-
-def _cases(n: int, k: int, sms: int) -> tuple[dict, object]:
-    """name -> a call, for one (N, K); and the rule's M = 1 output (the bits every one-row variant must give)."""
-    a = (torch.randn(1, k, device="cuda") * 4).to(torch.float8_e4m3fn)
-    b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
-    sa1 = torch.rand(1, 1, device="cuda") + 0.5
-    sa2 = sa1.expand(2, 1)
+def _cases(m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
+    """name -> the calls over each weight copy, for one shape; and the rule's output (the bits to compare)."""
+    copies = max(2, -(-256 * 2**20 // (n * k)))
+    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    bs = [(torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn) for _ in range(copies)]
+    sa = torch.rand(m, 1, device="cuda") + 0.5
     sb = torch.rand(n, device="cuda") + 0.5
-    a2 = torch.cat([a, a])
-    aa = a.expand(2, k)
-    rule = config_for(1, n, k, "row", sms, interpreted=False)
+    a_run, sa_run = (a.expand(2, k), sa.expand(2, 1)) if m == 1 else (a, sa)  # one row read twice
+    rule = config_for(m, n, k, "row", sms, interpreted=False)
     ptr = dataclasses.replace(rule, use_tma=False)
+
+    def over(fn):
+        return [lambda b=b: fn(b) for b in bs]
+
     cases = {
-        "torch._scaled_mm": lambda: torch._scaled_mm(a, b.t(), sa1, sb.view(1, -1), out_dtype=torch.bfloat16),
-        f"rule M=1 ({rule.describe()})": lambda: launch_scaled_mm(a, b, sa1, sb, cfg=rule),
-        "rule M=2 (two rows)": lambda: launch_scaled_mm(a2, b, sa2, sb, cfg=rule),
-        "pointer M=1": lambda: launch_scaled_mm(a, b, sa1, sb, cfg=ptr),
-        "pointer M=2 aliased": lambda: launch_scaled_mm(aa, b, sa2, sb, cfg=ptr),
+        "torch._scaled_mm": over(lambda b: torch._scaled_mm(a, b.t(), sa, sb.view(1, -1), out_dtype=torch.bfloat16)),
+        f"rule ({rule.describe()})": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=rule)),
+        "rule, pointer loads": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=ptr)),
     }
-    for bm, bn, bk, st in [(64, 32, 128, 6), (64, 64, 128, 6), (64, 32, 256, 4), (64, 64, 256, 4),
-                           (64, 128, 128, 6)]:
-        cfg = TileConfig(bm, bn, bk, 1, 4, st, use_tma=True)
-        cases[f"M=2 {cfg.describe()}"] = lambda cfg=cfg: launch_scaled_mm(a2, b, sa2, sb, cfg=cfg)
-    return cases, launch_scaled_mm(a, b, sa1, sb, cfg=rule).float()
+    for bm, bn, bk, st in POINTER_TILES:
+        cfg = TileConfig(bm, bn, bk, 1, 4, st, use_tma=False)
+        name = f"{'aliased M=2' if m == 1 else 'pointer'} {cfg.describe()}"
+        cases[name] = over(lambda b, cfg=cfg: launch_scaled_mm(a_run, b, sa_run, sb, cfg=cfg))
+    return cases, launch_scaled_mm(a, b=bs[0], scale_a=sa, scale_b=sb, cfg=rule).float()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=0.4, help="graph timing budget per case")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
-    for n, k in SHAPES:
-        cases, ref = _cases(n, k, sms)
-        for name, fn in cases.items():
-            rec = {"shape": f"1x{n}x{k}", "case": name}
+    for m, n, k in SHAPES:
+        cases, ref = _cases(m, n, k, sms)
+        for name, fns in cases.items():
+            rec = {"shape": f"{m}x{n}x{k}", "case": name, "weight_mb": n * k / 1e6}
             try:
-                y = fn()
-                if not name.startswith("torch"):  # every variant's first row must give the rule's bits
-                    rec["same_bits"] = bool(torch.equal(y[:1].float(), ref))
-                rec["us"] = _ms(fn) * 1e3
+                y = fns[0]()
+                if not name.startswith("torch"):  # the first row's bits beside the rule's (BLOCK_K changes them)
+                    rec["same_bits"] = bool(torch.equal(y[:1].float(), ref[:1]))
+                t = time_graph(fns, args.budget_s)
+                rec.update(us=t.median_us, iqr_us=t.iqr_us, gbps=n * k / t.median_us / 1e3)
             except Exception as e:  # a result, not a crash
                 rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(rec)
             print(json.dumps(rec), flush=True)
             args.json.write_text(json.dumps(rows, indent=1))
-    print(f"\n{'shape':16} {'case':56} {'us':>8} same bits")
+        del cases
+        torch.cuda.empty_cache()
+    print(f"\n{'shape':16} {'case':52} {'us':>8} {'GB/s':>6} same bits")
     for r in rows:
-        print(f"{r['shape']:16} {r['case'][:56]:56} {r.get('us', float('nan')):8.2f} {r.get('same_bits', '')!s:5} "
-              f"{r.get('error', '')[:60]}")
+        print(f"{r['shape']:16} {r['case'][:52]:52} {r.get('us', float('nan')):8.2f} {r.get('gbps', 0):6.0f} "
+              f"{r.get('same_bits', '')!s:5} {r.get('error', '')[:60]}")
     return 0
 
 

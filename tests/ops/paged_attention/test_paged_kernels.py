@@ -184,6 +184,11 @@ def test_rules_table():
     st = split_tokens_for(long, 131072, 8, 132)
     assert st % long.block_n == 0 and 131072 // st <= 34 and st >= long.min_split_tokens
     assert split_tokens_for(WHOLE, 100, 8, 132) >= 100
+    # The fp8 cache keeps the bf16 splits (the same rounding) and takes 2 stages (s23 tuning).
+    for capacity in (4096, 131072):
+        bf16, fp8 = choose(DecodeCase(capacity, 8, 4, 128)), choose(DecodeCase(capacity, 8, 4, 128, itemsize=1))
+        assert fp8.num_stages == 2 and bf16.num_stages == 3
+        assert split_tokens_for(fp8, capacity, 8, 132) == split_tokens_for(bf16, capacity, 8, 132)
     with pytest.raises(ValueError, match="block_n must be a power of two"):
         DecodeConfig(block_n=24)
 

@@ -77,8 +77,7 @@ def _seq_bounds(cu_q, cu_k, b, seqlen_q, seqlen_k, VARLEN: tl.constexpr):
 @triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_m, offs_d, seq_k, shift, left,
                right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, FOLD: tl.constexpr,
-               LAZY: tl.constexpr):
+               BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, FOLD: tl.constexpr):
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         if TMA:  # the copy engine fetches the tile (rows past seq_k arrive as zeros): no per-element addresses
@@ -101,31 +100,13 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
         else:
             m_new = tl.maximum(m_i, tl.max(s, 1))
-        if LAZY:
-            # Rescale acc and l only when some row's maximum grew by more than 2^8 since the last rescale (the
-            # whole tile decides, one branch): p stays <= 256, exact in bf16's exponent range, and out = acc / l
-            # holds for any reference m as long as acc, l and lse share it. A row with nothing visible yet
-            # (m = -inf) that sees a key forces the rescale, so a stale -inf never meets a finite score.
-            grow = tl.where(m_new > m_i, m_new - m_i, 0.0)
-            if tl.max(grow, 0) > 8.0:
-                m_fresh = tl.where(m_new == float("-inf"), 0.0, m_new)
-                grown = tl.math.exp2(m_i - m_fresh)
-                acc = acc * grown[:, None]
-                l_i = l_i * grown
-                m_i = m_new
-            m_sub = tl.where(m_i == float("-inf"), 0.0, m_i)
-        else:
-            m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
         if FOLD:
             p = tl.math.exp2(s * qk_scale - m_sub[:, None])
         else:
             p = tl.math.exp2(s - m_sub[:, None])
-        if not LAZY:
-            alpha = tl.math.exp2(m_i - m_sub)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            m_i = m_new
-        else:
-            l_i = l_i + tl.sum(p, 1)
+        alpha = tl.math.exp2(m_i - m_sub)
+        l_i = l_i * alpha + tl.sum(p, 1)
         if TMA:
             v = v_desc.load([n0, 0])
         elif MASKED:
@@ -136,10 +117,8 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_
             v = tl.load(v_base + v_off)
         if UPCAST:
             v = v.to(tl.float32)
-        if LAZY:
-            acc = tl.dot(p.to(v.dtype), v, acc)
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
     return acc, l_i, m_i
 
 
@@ -149,7 +128,7 @@ def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
               seqlen_q, seqlen_k, H, GROUP, qk_scale, left, right,
               VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, STORE_LSE: tl.constexpr,
               HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
-              TMA: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr):
+              TMA: tl.constexpr, FOLD: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -187,13 +166,13 @@ def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
     lo, full_lo, full_hi, hi = _phases(m0, last, seq_k, shift, left, right, HAS_LEFT, HAS_RIGHT, BLOCK_N)
     acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
                                shift, left, right, qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST,
-                               TMA, FOLD, LAZY)
+                               TMA, FOLD)
     acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
                                shift, left, right, qk_scale, full_lo, full_hi, False, HAS_LEFT, HAS_RIGHT, BLOCK_N,
-                               UPCAST, TMA, FOLD, LAZY)
+                               UPCAST, TMA, FOLD)
     acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k,
                                shift, left, right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST,
-                               TMA, FOLD, LAZY)
+                               TMA, FOLD)
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     o_base = Out + b64 * s_ob + q0 * s_os + h64 * s_oh

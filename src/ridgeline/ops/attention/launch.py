@@ -201,7 +201,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
             *_lse_strides(lse, varlen), seq_q, seq_k, h, h // k.shape[-2], scale * LOG2E, left, right,
             VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, STORE_LSE=store_lse, HEAD_D=d,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, UPCAST=_INTERPRETED, TMA=tma, FOLD=cfg.fold,
-            LAZY=cfg.lazy, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out, lse
 
 

@@ -37,13 +37,10 @@ class AttnConfig:
     # Forward only: the softmax scale applied after the row maximum, so that s * scale - m is one FMA an element
     # instead of a multiply and a subtract.
     fold: bool = False
-    # Forward only: acc and l rescaled only when a row maximum of the tile grew by more than 2^8 (one branch for
-    # the tile), instead of BLOCK_M x D multiplies every step.
-    lazy: bool = False
 
     def describe(self) -> str:
         text = f"BLOCK_M={self.block_m} BLOCK_N={self.block_n} warps={self.num_warps} stages={self.num_stages}"
-        return text + (" tma" if self.tma else "") + (" fold" if self.fold else "") + (" lazy" if self.lazy else "")
+        return text + (" tma" if self.tma else "") + (" fold" if self.fold else "")
 
 
 @dataclass(frozen=True)

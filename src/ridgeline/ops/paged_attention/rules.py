@@ -70,9 +70,12 @@ class Match:
     max_capacity: int | None = None
     min_rows: int | None = None
     min_head_dim: int | None = None
+    itemsize: int | None = None  # the KV cache's bytes per element (1: fp8)
 
     def matches(self, c: DecodeCase) -> bool:
         if self.max_capacity is not None and c.capacity > self.max_capacity:
+            return False
+        if self.itemsize is not None and c.itemsize != self.itemsize:
             return False
         if self.min_rows is not None and c.rows < self.min_rows:
             return False
@@ -96,6 +99,13 @@ RULES: tuple[Rule, ...] = (
     Rule(Match(min_rows=33), DecodeConfig(32, 4, 3, min_split_tokens=256),
          "GQA group x query tokens > 32 rows (e.g. 8 heads x Q 8 = 64): acc [64, D] fp32 takes 64 registers a "
          "thread at 4 warps; halve the KV tile (guess)"),
+    # fp8 cache (s23 tuning, h200-tune-paged_attention-fp8kv-s23.json, do_bench_cudagraph): 2 stages against 3 at
+    # the same splits ran 1.06-1.20x at batch 8-256 (32x32768 823 vs 962 us, 8x131072 821 vs 868, 64x4096 237 vs
+    # 281, 8x4096 Q 4 40 vs 48) and 0.95-0.97x at batch 1. Stages do not change the arithmetic (the same bits).
+    Rule(Match(max_capacity=8192, itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=256),
+         "fp8 cache, contexts up to 8K: the splits of the bf16 rule below, 2 stages (measured, s23)"),
+    Rule(Match(itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=512),
+         "fp8 cache, long contexts: the splits of the bf16 rule below, 2 stages (measured, s23)"),
     Rule(Match(max_capacity=8192), DecodeConfig(64, 4, 3, waves=2.0, min_split_tokens=256),
          "contexts up to 8K: a lone sequence needs many splits to fill 132 SMs with Hkv (8) heads; 256-token "
          "splits keep the partials' traffic near 4% at G 4 (guess)"),
