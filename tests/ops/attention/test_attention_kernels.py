@@ -268,6 +268,29 @@ def test_tma_forward_candidate_matches_the_pointer_path(causal):
     assert torch.equal(_forward(*args, cfg=pointer)[0], _forward(*args, cfg=tma)[0])
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_folded_scale_forward_matches_fp64(case):
+    """The forward with the softmax scale folded into the FMA (max(s) * scale as the row maximum, then
+    s * scale - m; the GPU rules' causal D=128 and D<=64 tiles): every mask case of CASES, rows that see no key
+    (out 0, lse -inf) included, against float64; and a packed batch with empty and length-1 sequences."""
+    from ridgeline.ops.attention.launch import _forward, _prepare
+    from ridgeline.ops.attention.rules import AttnConfig
+
+    fold = AttnConfig(16, 16, 4, 1, fold=True)
+    b, sq, sk, hq, hkv, d, causal, window = case
+    q, k, v = qkv(b, sq, sk, hq, hkv, d, torch.bfloat16)
+    q = q * 3  # a wide score range: the row maxima move between key tiles
+    want_out, want_lse, _ = ref(q, k, v, causal=causal, window=window)
+    out, lse = _forward(*_prepare(q, k, v, causal, None, window, None, None), cfg=fold)
+    close(out, want_out, torch.bfloat16)
+    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+    lens = [5, 0, 19, 1]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    qp, kp, vp = (rand(sum(lens), h, 16, dtype=torch.bfloat16) for h in (2, 1, 1))
+    out_p, _ = _forward(*_prepare(qp, kp, vp, causal, None, window, cu, max(lens)), cfg=fold)
+    close(out_p, ref(qp, kp, vp, causal=causal, window=window, cu=cu)[0], torch.bfloat16)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("d", [64, 256])
 def test_the_gpu_tiles_match_fp64_under_the_interpreter(monkeypatch, d):

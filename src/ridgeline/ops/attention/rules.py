@@ -66,11 +66,16 @@ _CPU = AttnConfig(16, 16, 4, 1)
 
 FWD_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter: 16 x 16 tiles cost the least"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3),
+    # fold (the softmax scale applied after the row maximum, one FMA an element; s23, h200-tune-attention-fold-s23.json
+    # and -knobs-s23.json, three pairs a shape): causal D=128 1.6-3.8% faster in all three, D=64 causal 0-3.5%,
+    # D=128 full -2.6 to +0.3% and D=256 -1.0 to +0.7% (within the runs' spread): on where it won.
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3, fold=True),
          "measured (H200, s18, B4 S4096 H32/32 D64 causal, h200-tune-attention-d64-d256-s18.json): 128 x 64 on 8 "
          "warps, 3 stages, pointer loads, 0.748 ms (367 TFLOP/s) vs 0.795 ms (346) for the old 128 x 64 w4 s3 "
          "(1.06x); 128 x 64 w8 s4 was second (0.761 ms, 361), 64 x 64 w4 s3 TMA third (0.771 ms), this tile through "
          "TMA 0.805 ms. sm_90: 128/123 registers, 0 spills. Not timed: full attention, D=16/32"),
+    Rule("d128 masked", lambda c: c.head_dim <= 128 and c.masked, AttnConfig(64, 64, 4, 3, tma=True, fold=True),
+         "the d128 tile below with the scale folded into the FMA (s23: 1.6-3.8% faster causal)"),
     Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(64, 64, 4, 3, tma=True),
          "measured (H200, s17): 64 x 64 tiles on 4 warps with K/V through TMA descriptors, 2.21 ms full / 1.21 ms "
          "causal (499 / 453 TFLOP/s) vs 2.50 / 1.40 ms for the old 128 x 64 w8 s3 pointer tiles (1.13x / 1.15x); "
