@@ -63,3 +63,22 @@ def test_work_normalisation_does_not_depend_on_the_first_point():
     pts = {(p["regime"], p["shape"][0]): p for p in analyse(ms, 0)}
     assert pts[("graph-cold", 1)]["ratio"] == 2.0
     assert pts[("host", 1)]["ratio"] == 1.0 and pts[("host", 2)]["ratio"] == 2.0 and pts[("host", 2)]["cliff"]
+
+
+def test_markdown_says_which_failures_were_timed():
+    """A peer failing batch invariance is timed with that caveat (the bench's rule): the audit's table must not
+    call it untimed; a point that raised is."""
+    from ridgeline.records.record import RunRecord
+    from ridgeline.report.audit import audit_markdown
+
+    point = {"shape": [2, 8, 8], "median_us": 3.0, "sol_us": 1.0, "ratio": 3.0, "regime": "graph-cold",
+             "config": "x"}
+    rec = RunRecord(kind="audit", command="", env={}, device={},
+                    settings={"op": "matmul", "audit": {"impl": "peer", "points": [point], "cliffs": []}},
+                    measurements=[{"shape": [2, 8, 8], "impl": "peer"}],
+                    failures=[{"shape": [2, 8, 8], "impl": "peer", "stage": "check",
+                               "reason": "not batch invariant: rows 0:1 alone differ bitwise"},
+                              {"shape": [3, 8, 8], "impl": "peer", "stage": "time", "reason": "raised"}])
+    md = audit_markdown(rec)
+    assert "2x8x8 check (timed, with this caveat): not batch invariant" in md
+    assert "3x8x8 time (not timed): raised" in md

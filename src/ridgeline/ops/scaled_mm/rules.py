@@ -134,9 +134,13 @@ GEMM_RULES: tuple[Rule, ...] = (
     # Decode through pointer loads (measured, H200, s23, h200-fp8-m1-s23.json: graph timings over weight copies
     # past 256 MB): the same tiles ran 1.19-1.91x their TMA form at M = 1 and 16 (1x4096x4096 9.8 vs 18.8 us,
     # 1x8192x28672 65.4 vs 116.1, 16x28672x4096 35.8 vs 42.5), with the same bits; one row aliased as two (the
-    # bf16 GEMM's M == 1 cure) was no faster here (10.2 us).
-    Rule(TileConfig(64, 128, 128, 1, 4, 6, use_tma=False), "decode (M <= 64): weight-bound; one 64-row wgmma tile, "
-         "deep pipeline, pointer loads (1.19-1.91x TMA at M = 1 and 16, s23)", max_m=64, adjust=fill_the_gpu),
+    # bf16 GEMM's M == 1 cure) was no faster here (10.2 us). The decode sweeps (h200-bench-scaled_mm-row-decode-
+    # s23.json, -ptr-s23.json): pointer loads 1.09-1.35x TMA at M = 32, mixed at M = 64 (4096x4096 1.16x,
+    # 28672x4096 0.99x, 8192x28672 0.89x), so M = 33-64 keeps TMA.
+    Rule(TileConfig(64, 128, 128, 1, 4, 6, use_tma=False), "decode (M <= 32): weight-bound; one 64-row wgmma tile, "
+         "deep pipeline, pointer loads (1.09-1.91x TMA, s23)", max_m=32, adjust=fill_the_gpu),
+    Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
+         "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
