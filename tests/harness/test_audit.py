@@ -34,6 +34,13 @@ def test_tiny_audit_writes_record_table_and_plot(tmp_path):
     md = (tmp_path / "rep" / "audit-matmul-ridgeline.md").read_text()
     assert "| 17x32x32 |" in md
     assert (tmp_path / "rep" / "audit-matmul-ridgeline.png").stat().st_size > 1000
+    # `ridgeline report` on the audit's record: the same table (configs included) and the plot
+    from ridgeline.report.build import write_report
+
+    write_report(rec, tmp_path / "report", "md")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "### Audit" in report and "| 17x32x32 |" in report and "plots/audit.png" in report
+    assert (tmp_path / "report" / "plots" / "audit.png").stat().st_size > 1000
 
 
 def test_listed_values_are_not_cut_at_the_base_shape(monkeypatch):

@@ -8,15 +8,19 @@ from typing import Any
 
 from ridgeline.core.spec import shape_label
 from ridgeline.records.record import RunRecord
+from ridgeline.report.data import as_dict
 
 
-def audit_markdown(record: RunRecord) -> str:
-    a = record.settings.get("audit", {})
+def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
+    """The audit's table (every point with its time over SOL, jump, cliff mark and launch config) and its
+    failures, as markdown without a title: the body of `audit_markdown` and of `ridgeline report` on an audit."""
+    rec = as_dict(record)
+    settings = rec.get("settings", {})
+    a = settings.get("audit", {})
     points: list[dict[str, Any]] = a.get("points", [])
     dim = a.get("dim_name")
     by = "time / SOL" if points and points[0].get("normalized_by") == "sol" else "time per unit of work (x best)"
-    lines = [f"# audit: {record.settings.get('op')} / {a.get('impl')} ({a.get('dtype')})", "",
-             f"Run {record.run_id}; dim {dim} ({a.get('step_rule')}); cliff = {by} more than "
+    lines = [f"Run {rec.get('run_id')}; dim {dim} ({a.get('step_rule')}); cliff = {by} more than "
              f"{a.get('cliff_jump')}x a neighbour's. {len(a.get('cliffs', []))} cliffs in {len(points)} points.", "",
              f"| shape | regime | median us | SOL us | {by} | jump | TFLOP/s | cliff | config |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -26,11 +30,11 @@ def audit_markdown(record: RunRecord) -> str:
         cfg = str(p.get("config", "")).replace("|", "/")
         lines.append(f"| {shape_label(p['shape'])} | {p['regime']} | {p['median_us']:.2f} | {sol} | {p['ratio']:.2f} "
                      f"| {p.get('jump', 1.0):.2f} | {tf} | {'**cliff**' if p.get('cliff') else ''} | {cfg} |")
-    failures = record.failures
+    failures = rec.get("failures", [])
     if failures:
         # A peer that fails a non-value check (batch invariance, determinism) is still timed, with the failure as
         # its caveat (the bench's rule); say which failures cost the point and which only qualify it.
-        timed = {(tuple(m["shape"]), m.get("impl")) for m in record.measurements}
+        timed = {(tuple(m["shape"]), m.get("impl")) for m in rec.get("measurements", [])}
         lines += ["", "Failures:", ""]
         for f in failures:
             how = "timed, with this caveat" if (tuple(f["shape"]), f.get("impl")) in timed else "not timed"
@@ -38,7 +42,14 @@ def audit_markdown(record: RunRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def audit_plot(record: RunRecord, path: Path) -> Path | None:
+def audit_markdown(record: RunRecord | dict[str, Any]) -> str:
+    rec = as_dict(record)
+    a = rec.get("settings", {}).get("audit", {})
+    op = rec.get("settings", {}).get("op")
+    return f"# audit: {op} / {a.get('impl')} ({a.get('dtype')})\n\n" + audit_table_md(rec)
+
+
+def audit_plot(record: RunRecord | dict[str, Any], path: Path) -> Path | None:
     """A PNG of the ratio along the dim, one line per (other dims, regime); None without matplotlib."""
     try:
         import matplotlib
@@ -47,7 +58,8 @@ def audit_plot(record: RunRecord, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    a = record.settings.get("audit", {})
+    rec = as_dict(record)
+    a = rec.get("settings", {}).get("audit", {})
     dim = a.get("dim")
     points = a.get("points", [])
     fig, ax = plt.subplots(figsize=(10, 4.5))
@@ -66,7 +78,7 @@ def audit_plot(record: RunRecord, path: Path) -> Path | None:
                   else "time per unit of work (x best)")
     if dim is not None and points and min(p["shape"][dim] for p in points) > 0:
         ax.set_xscale("log", base=2)
-    ax.set_title(f"audit {record.settings.get('op')} / {a.get('impl')} ({a.get('dtype')})")
+    ax.set_title(f"audit {rec.get('settings', {}).get('op')} / {a.get('impl')} ({a.get('dtype')})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -28,6 +28,13 @@ def write_report(record: RunRecord | dict[str, Any], out_dir: Path | str, fmt: s
         for p in plots:
             written += save(p, out / "plots")
             links.append((p.title, f"plots/{p.name}.png"))
+        if rec.get("kind") == "audit":  # time over SOL along the audited dim, cliffs marked
+            from ridgeline.report.audit import audit_plot
+
+            png = audit_plot(rec, out / "plots" / "audit.png")
+            if png is not None:
+                written.append(png)
+                links.append(("audit: time over speed of light", "plots/audit.png"))
         md = out / "report.md"
         md.write_text(render_markdown(rec, links), encoding="utf-8")
         written.append(md)

@@ -87,6 +87,10 @@ def render_markdown(record: dict[str, Any], plots: Sequence[tuple[str, str]] = (
                      "> **Incomplete run**: interrupted or still running; the tables show what was recorded.\n")
     parts.append("### Reproduce\n\n```sh\n" + (retypeable(record.get("command")) or DASH) + "\n```\n")
     parts.append("### Findings\n\n" + findings_md(record))
+    if record.get("kind") == "audit":  # the audit's own table: every point, its jump, cliff and launch config
+        from ridgeline.report.audit import audit_table_md
+
+        parts.append("### Audit\n\n" + audit_table_md(record))
     parts.append(table_md(T.environment_table(record)))
     parts.append(table_md(T.regime_table(record)))
     if len(regimes(record)) > 1:

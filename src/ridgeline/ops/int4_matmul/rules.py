@@ -48,9 +48,10 @@ TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
                     swap_ab=True)),
     (32, TileConfig(32, 64, 2, 3, "small batch: still weight-bound; 32 weight rows a warp; 3 stages 1.05x 4 at "
                                   "32x4096x4096 (s21 tuning), 1.16x the unswapped 32x64 tile", swap_ab=True)),
+    # (s20 tuning: git show 520522a:docs/results/h200-tune-int4_matmul-s20.json)
     (1 << 62, TileConfig(64, 128, 4, 3, "33 rows and up: one wgmma M tile per warpgroup, 128 columns halve the x "
-                                        "re-reads; s20 tuning (h200-tune-int4_matmul-s20.json): 1.23x the 64-column "
-                                        "tile at 64x8192x28672, 1.69x the 128x64 w8 tile at 1024x4096x4096")),
+                                        "re-reads; s20 tuning: 1.23x the 64-column tile at 64x8192x28672, 1.69x "
+                                        "the 128x64 w8 tile at 1024x4096x4096")),
 )
 
 # The numeric split: aim for this many programs over N (at 64 columns each) times splits, i.e. about 2 waves of
