@@ -1,0 +1,84 @@
+"""The bf16 GEMM at mid M (65-512 rows: the sweep's 0.63-0.78x cuBLAS cells and the audit's cliffs) in graph
+timings over weight copies past 256 MB (every call reads its weight from DRAM, as the bench's graph-cold regime):
+cuBLAS, the rule, and non-persistent tiles through pointer loads and TMA, among them the templates
+torch.compile(max-autotune) picked there in the s23 audit (64x64x128 s5 w4, 64x128x128 s4 w4, 128x128x64 s5 w8).
+Each candidate's first row is compared bitwise with the rule's (batch invariance across the rules needs the same
+bits). Prints a table last and writes every timing to JSON.
+
+  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from ridgeline.harness.timing import time_graph  # noqa: E402
+from ridgeline.ops.matmul import rules  # noqa: E402
+from ridgeline.ops.matmul.launch import matmul_2d  # noqa: E402
+
+SHAPES = [(m, 4096, 4096) for m in (65, 128, 129, 256, 257, 320, 385, 512)] + [
+    (128, 4096, 14336), (128, 28672, 4096), (256, 10240, 8192), (512, 6144, 4096)]
+G = rules.GemmConfig
+POINTER = [(64, 64, 128, 4, 5), (64, 128, 128, 4, 4), (128, 128, 64, 8, 5), (64, 128, 64, 4, 5), (128, 128, 128, 8, 3)]
+TMA = [(64, 64, 128, 4, 5), (128, 128, 64, 4, 5), (64, 128, 128, 4, 4)]
+CANDIDATES = ([G(bm, bn, bk, w, s, 8, persistent=False, tma=False) for bm, bn, bk, w, s in POINTER]
+              + [G(bm, bn, bk, w, s, 8, persistent=False, tma=True) for bm, bn, bk, w, s in TMA])
+
+
+def _cases(m: int, n: int, k: int) -> tuple[dict, torch.Tensor]:
+    copies = max(2, -(-256 * 2**20 // (2 * n * k)))
+    x = torch.randn(m, k, device="cuda").bfloat16()
+    ws = [(torch.randn(n, k, device="cuda") / k**0.5).bfloat16() for _ in range(copies)]
+    rule = rules.config_for(m, n, k, x.dtype, x.device)[0]
+
+    def over(fn):
+        return [lambda w=w: fn(w) for w in ws]
+
+    cases = {"cublas": over(lambda w: F.linear(x, w)),
+             f"rule {rule.describe()}": over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", rule))}
+    for cfg in CANDIDATES:
+        if cfg != rule:
+            cases[cfg.describe()] = over(lambda w, cfg=cfg: matmul_2d(x, w, None, x.dtype, "nt", cfg))
+    return cases, matmul_2d(x, ws[0], None, x.dtype, "nt", rule)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
+    args = ap.parse_args()
+    rows = []
+    for m, n, k in SHAPES:
+        cases, ref = _cases(m, n, k)
+        for name, fns in cases.items():
+            rec = {"shape": f"{m}x{n}x{k}", "case": name}
+            try:
+                y = fns[0]()
+                if name != "cublas":  # every row's bits beside the rule's (the rules keep one K order)
+                    rec["same_bits"] = bool(torch.equal(y, ref))
+                t = time_graph(fns, args.budget_s)
+                rec.update(us=t.median_us, iqr_us=t.iqr_us, tflops=2 * m * n * k / t.median_us / 1e6)
+            except Exception as e:  # a config that does not fit is a result, not a crash
+                rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            rows.append(rec)
+            print(json.dumps(rec), flush=True)
+            args.json.write_text(json.dumps(rows, indent=1))
+        del cases
+        torch.cuda.empty_cache()
+    print(f"\n{'shape':16} {'case':44} {'us':>8} {'TFLOP/s':>8} same bits")
+    for r in rows:
+        print(f"{r['shape']:16} {r['case'][:44]:44} {r.get('us', float('nan')):8.2f} {r.get('tflops', 0):8.1f} "
+              f"{r.get('same_bits', '')!s:5} {r.get('error', '')[:50]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
