@@ -140,13 +140,23 @@ RULES: tuple[Rule, ...] = (
          max_n=8192),
     Rule(64, GemmConfig(64, 128, 64, 4, 4, 1, persistent=False, tma=False),
          "small batch, wide weight: 128-wide tiles (best at 64x28672x4096: 61.6 us, 0.99x cuBLAS)", shrink_n=True),
-    Rule(128, GemmConfig(64, 128, 64, 4, 5, 8, persistent=True, tma=True),
-         "mid M: 64x128 TMA tiles, five stages (best at 128x8192x8192: 45.1 us); a narrow weight halves BLOCK_N "
-         "until the tiles cover the SMs", shrink_n=True, min_block_n=64),
-    Rule(256, GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True),
-         "mid M: 128x128 TMA tiles, five stages (best at 256x6144x4096: 26.5 us); never narrower: the 128x64 tile "
-         "a shrink gave took 42.4 us at 129x4096x4096 (h200-audit-matmul-ridgeline.json), where 128x128 tiles do "
-         "one wave of the same K in ~26.5"),
+    # Mid M, measured (H200, s23, h200-matmul-mid-s23.json: graph timings over weight copies past 256 MB, so every
+    # call reads its weight from DRAM; the tuning run before timed warm weights with do_bench_cudagraph and only
+    # TMA tiles here). One tile per program with BLOCK_K 128, the shape of torch.compile's templates at these M in
+    # the s23 audit; every candidate gave the rule's bits (one K order: the same MMA steps in the same order).
+    Rule(128, GemmConfig(64, 64, 128, 4, 5, 8, persistent=False, tma=False),
+         "mid M to 128 rows, N <= 8192 (where 64x128 tiles would cover fewer than the SMs): 64x64x128 pointer tiles, "
+         "5 stages, one tile a program (measured s23: 128x4096x4096 13.6 us against 19.2 for the old persistent "
+         "64x64x64 TMA rule, cuBLAS 13.5; 65x4096x4096 15.0 against 24.9; 128x4096x14336 40.7 against 57.3, "
+         "cuBLAS 38.5)", max_n=8192),
+    Rule(128, GemmConfig(64, 128, 128, 4, 4, 8, persistent=False, tma=False),
+         "mid M to 128 rows, wide weight: 64x128x128 pointer tiles, 4 stages (5 do not fit shared memory), one tile "
+         "a program (measured s23: 128x28672x4096 80.8 us against 86.5 for the old rule, cuBLAS 67.8)"),
+    Rule(256, GemmConfig(64, 128, 128, 4, 4, 8, persistent=False, tma=True),
+         "mid M to 256 rows: 64x128x128 TMA tiles, 4 stages, one tile a program (measured s23: 256x4096x4096 17.8 "
+         "us against 25.6 for the old persistent 128x128x64 rule, cuBLAS 16.4; 129x4096x4096 20.8 against 27.7; "
+         "256x10240x8192 91.9 against 100.3, cuBLAS 63.2); never narrower than 128 (a 128x64 tile took 42.4 us at "
+         "129x4096x4096 in the s15 audit)"),
     Rule(1 << 62, GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True),
          "compute-bound: 128x256 tiles, 3 stages of TMA buffers (147 KiB), a 128x256 fp32 accumulator over two "
          "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS); where its tiles leave most SMs "
