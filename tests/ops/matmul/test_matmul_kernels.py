@@ -95,6 +95,9 @@ def test_rules_shrink_block_n_to_fill_the_gpu():
         assert rules.config_for(128, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 128
         assert rules.config_for(4096, 4096, 4096, torch.bfloat16, cpu)[0].tma
         assert rules.config_for(129, 4096, 4096, torch.bfloat16, cpu)[0].block_n == 128  # no 128x64 tiles
+        # a last tile row of few rows reads through pointer loads (TMA boxes mostly past M ran slow), else TMA
+        tma = {m: rules.config_for(m, 4096, 4096, torch.bfloat16, cpu)[0].tma for m in (129, 159, 160, 192, 193)}
+        assert tma == {129: False, 159: False, 160: True, 192: True, 193: False}
         # 128x256 tiles where they fill the SMs, 128x128 where they would leave most of them idle
         big = {m: rules.config_for(m, 4096, 4096, torch.bfloat16, cpu)[0] for m in (257, 512, 1024, 4096)}
         assert (big[257].block_n, big[512].block_n, big[1024].block_n, big[4096].block_n) == (128, 128, 256, 256)

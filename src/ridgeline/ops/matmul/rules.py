@@ -120,6 +120,10 @@ class Rule:
     # being the alternative's measured throughput per SM relative to the config's.
     alternative: GemmConfig | None = None
     alternative_rate: float = 1.0
+    # Pointer loads instead of TMA when the last row of tiles holds fewer than this many of BLOCK_M rows: a TMA box
+    # mostly past M ran 1.2-1.7x slower on the H200 (s23 audit: 129 and 193 rows at 22.9 / 22.0 us against 17.7 at
+    # 192 on the same 64-row tiles), pointer loads do not (the same bits: one K order).
+    tma_min_last_rows: int = 0
 
 
 # Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
@@ -156,7 +160,8 @@ RULES: tuple[Rule, ...] = (
          "mid M to 256 rows: 64x128x128 TMA tiles, 4 stages, one tile a program (measured s23: 256x4096x4096 17.8 "
          "us against 25.6 for the old persistent 128x128x64 rule, cuBLAS 16.4; 129x4096x4096 20.8 against 27.7; "
          "256x10240x8192 91.9 against 100.3, cuBLAS 63.2); never narrower than 128 (a 128x64 tile took 42.4 us at "
-         "129x4096x4096 in the s15 audit)"),
+         "129x4096x4096 in the s15 audit); pointer loads where the last tile row holds < 32 rows (18.5 us at "
+         "129x4096x4096 against 20.8-22.9 through TMA)", tma_min_last_rows=32),
     Rule(1 << 62, GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True),
          "compute-bound: 128x256 tiles, 3 stages of TMA buffers (147 KiB), a 128x256 fp32 accumulator over two "
          "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS); where its tiles leave most SMs "
@@ -233,6 +238,8 @@ def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmCon
             if rule.alternative is not None and (
                     _wave_cost(m, n, rule.alternative, sms, rule.alternative_rate) < _wave_cost(m, n, cfg, sms, 1.0)):
                 cfg = rule.alternative
+            if cfg.tma and 0 < m % cfg.block_m < rule.tma_min_last_rows:
+                cfg = replace(cfg, tma=False)
             return cfg, rule.why
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
