@@ -5,7 +5,10 @@ torch.compile(max-autotune) picked there in the s23 audit (64x64x128 s5 w4, 64x1
 Each candidate's first row is compared bitwise with the rule's (batch invariance across the rules needs the same
 bits). Prints a table last and writes every timing to JSON.
 
-  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3]
+  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3] [--set cliffs]
+
+--set cliffs: the audit's one-valid-row cells (257, 385, 1281 rows) beside full last rows (320, 448, 1280) on the
+persistent 128x128 tile through TMA (the rule) and through pointer loads, and the 128x128x64 w8 pointer tile.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ CANDIDATES = ([G(bm, bn, bk, w, s, 8, persistent=False, tma=False) for bm, bn, b
               + [G(bm, bn, bk, w, s, 8, persistent=False, tma=True) for bm, bn, bk, w, s in TMA])
 
 
-def _cases(m: int, n: int, k: int) -> tuple[dict, torch.Tensor]:
+CLIFF_SHAPES = [(m, 4096, 4096) for m in (257, 320, 385, 448, 1280, 1281)]
+CLIFF_CANDIDATES = [G(128, 128, 64, 4, 5, 8, persistent=True, tma=False), G(128, 128, 64, 4, 5, 8, persistent=True),
+                    G(128, 128, 64, 8, 5, 8, persistent=False, tma=False), G(128, 128, 64, 8, 5, 8, persistent=True,
+                                                                             tma=False)]
+
+
+def _cases(m: int, n: int, k: int, candidates: list) -> tuple[dict, torch.Tensor]:
     copies = max(2, -(-256 * 2**20 // (2 * n * k)))
     x = torch.randn(m, k, device="cuda").bfloat16()
     ws = [(torch.randn(n, k, device="cuda") / k**0.5).bfloat16() for _ in range(copies)]
@@ -44,7 +53,7 @@ def _cases(m: int, n: int, k: int) -> tuple[dict, torch.Tensor]:
 
     cases = {"cublas": over(lambda w: F.linear(x, w)),
              f"rule {rule.describe()}": over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", rule))}
-    for cfg in CANDIDATES:
+    for cfg in candidates:
         if cfg != rule:
             cases[cfg.describe()] = over(lambda w, cfg=cfg: matmul_2d(x, w, None, x.dtype, "nt", cfg))
     return cases, matmul_2d(x, ws[0], None, x.dtype, "nt", rule)
@@ -54,10 +63,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
+    ap.add_argument("--set", choices=["mid", "cliffs"], default="mid")
     args = ap.parse_args()
+    shapes, candidates = (CLIFF_SHAPES, CLIFF_CANDIDATES) if args.set == "cliffs" else (SHAPES, CANDIDATES)
     rows = []
-    for m, n, k in SHAPES:
-        cases, ref = _cases(m, n, k)
+    for m, n, k in shapes:
+        cases, ref = _cases(m, n, k, candidates)
         for name, fns in cases.items():
             rec = {"shape": f"{m}x{n}x{k}", "case": name}
             try:
