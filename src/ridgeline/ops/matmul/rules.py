@@ -120,10 +120,12 @@ class Rule:
     # being the alternative's measured throughput per SM relative to the config's.
     alternative: GemmConfig | None = None
     alternative_rate: float = 1.0
-    # Pointer loads instead of TMA when the last row of tiles holds fewer than this many of BLOCK_M rows: a TMA box
-    # mostly past M ran 1.2-1.7x slower on the H200 (s23 audit: 129 and 193 rows at 22.9 / 22.0 us against 17.7 at
-    # 192 on the same 64-row tiles), pointer loads do not (the same bits: one K order).
-    tma_min_last_rows: int = 0
+    # The tile for a last row of tiles holding fewer than `few_rows_below` rows, where the chosen tile has this
+    # one's shape and reads through TMA: a TMA box mostly past M ran 1.2-1.7x slower on the H200 (s23: 129 and 193
+    # rows 22.9 / 22.0 us against 17.7 at 192 on the same 64-row tiles; 257 and 385 rows on 128-row tiles), pointer
+    # loads do not (the same bits: one K order, h200-matmul-mid-s23.json, h200-matmul-cliffs-s23.json).
+    few_rows: GemmConfig | None = None
+    few_rows_below: int = 0
 
 
 # Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
@@ -161,14 +163,18 @@ RULES: tuple[Rule, ...] = (
          "us against 25.6 for the old persistent 128x128x64 rule, cuBLAS 16.4; 129x4096x4096 20.8 against 27.7; "
          "256x10240x8192 91.9 against 100.3, cuBLAS 63.2); never narrower than 128 (a 128x64 tile took 42.4 us at "
          "129x4096x4096 in the s15 audit); pointer loads where the last tile row holds < 32 rows (18.5 us at "
-         "129x4096x4096 against 20.8-22.9 through TMA)", tma_min_last_rows=32),
+         "129x4096x4096 against 20.8-22.9 through TMA)",
+         few_rows=GemmConfig(64, 128, 128, 4, 4, 8, persistent=False, tma=False), few_rows_below=32),
     Rule(1 << 62, GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True),
          "compute-bound: 128x256 tiles, 3 stages of TMA buffers (147 KiB), a 128x256 fp32 accumulator over two "
          "warpgroups, grouped order (best at 4096x4096x4096: 199.9 us, 0.99x cuBLAS); where its tiles leave most SMs "
          "idle (M = 257..512 at N = 4096: 48-64 tiles, a flat 43.5-44 us in the audit) the 128x128 tile takes over "
          "by waves x area / rate (rate 0.83: 16384 outputs per 26.5 us against 32768 per 44 us per wave at K = 4096; "
          "this choice is inferred from those two measurements, not yet timed itself)",
-         alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83),
+         alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83,
+         # (s23, h200-matmul-cliffs-s23.json: 257 / 385 rows 29.2 / 29.9 us against 34.4 / 38.6 through TMA; its
+         # pointer form on 4 warps ran 34-37 us; with full last rows TMA stays ahead, 25.8 against 28.3 at 320)
+         few_rows=GemmConfig(128, 128, 64, 8, 5, 8, persistent=True, tma=False), few_rows_below=32),
 )
 
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
@@ -238,8 +244,10 @@ def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmCon
             if rule.alternative is not None and (
                     _wave_cost(m, n, rule.alternative, sms, rule.alternative_rate) < _wave_cost(m, n, cfg, sms, 1.0)):
                 cfg = rule.alternative
-            if cfg.tma and 0 < m % cfg.block_m < rule.tma_min_last_rows:
-                cfg = replace(cfg, tma=False)
+            few = rule.few_rows
+            if (few is not None and cfg.tma and (cfg.block_m, cfg.block_n) == (few.block_m, few.block_n)
+                    and 0 < m % cfg.block_m < rule.few_rows_below):
+                cfg = few
             return cfg, rule.why
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
