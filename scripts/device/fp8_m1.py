@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from ridgeline.harness.timing import time_graph  # noqa: E402
+from graph_cases import run_shapes  # noqa: E402  (this folder)
+
 from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for  # noqa: E402
 
@@ -61,28 +61,9 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0.4, help="graph timing budget per case")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = []
-    for m, n, k in SHAPES:
-        cases, ref = _cases(m, n, k, sms)
-        for name, fns in cases.items():
-            rec = {"shape": f"{m}x{n}x{k}", "case": name, "weight_mb": n * k / 1e6}
-            try:
-                y = fns[0]()
-                if not name.startswith("torch"):  # the first row's bits beside the rule's (BLOCK_K changes them)
-                    rec["same_bits"] = bool(torch.equal(y[:1].float(), ref[:1]))
-                t = time_graph(fns, args.budget_s)
-                rec.update(us=t.median_us, iqr_us=t.iqr_us, gbps=n * k / t.median_us / 1e3)
-            except Exception as e:  # a result, not a crash
-                rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            rows.append(rec)
-            print(json.dumps(rec), flush=True)
-            args.json.write_text(json.dumps(rows, indent=1))
-        del cases
-        torch.cuda.empty_cache()
-    print(f"\n{'shape':16} {'case':52} {'us':>8} {'GB/s':>6} same bits")
-    for r in rows:
-        print(f"{r['shape']:16} {r['case'][:52]:52} {r.get('us', float('nan')):8.2f} {r.get('gbps', 0):6.0f} "
-              f"{r.get('same_bits', '')!s:5} {r.get('error', '')[:60]}")
+    run_shapes(SHAPES, lambda m, n, k: _cases(m, n, k, sms), args.json, args.budget_s,
+               lambda y, r: torch.equal(y[:1].float(), r[:1]),  # (the first row: BLOCK_K changes the bits)
+               lambda m, n, k, us: {"gbps": n * k / us / 1e3}, peers=("torch._scaled_mm",))
     return 0
 
 

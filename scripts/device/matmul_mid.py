@@ -14,7 +14,6 @@ persistent 128x128 tile through TMA (the rule) and through pointer loads, and th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +22,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from ridgeline.harness.timing import time_graph  # noqa: E402
+from graph_cases import run_shapes  # noqa: E402  (this folder)
+
 from ridgeline.ops.matmul import rules  # noqa: E402
 from ridgeline.ops.matmul.launch import matmul_2d  # noqa: E402
 
@@ -66,28 +66,9 @@ def main() -> int:
     ap.add_argument("--set", choices=["mid", "cliffs"], default="mid")
     args = ap.parse_args()
     shapes, candidates = (CLIFF_SHAPES, CLIFF_CANDIDATES) if args.set == "cliffs" else (SHAPES, CANDIDATES)
-    rows = []
-    for m, n, k in shapes:
-        cases, ref = _cases(m, n, k, candidates)
-        for name, fns in cases.items():
-            rec = {"shape": f"{m}x{n}x{k}", "case": name}
-            try:
-                y = fns[0]()
-                if name != "cublas":  # every row's bits beside the rule's (the rules keep one K order)
-                    rec["same_bits"] = bool(torch.equal(y, ref))
-                t = time_graph(fns, args.budget_s)
-                rec.update(us=t.median_us, iqr_us=t.iqr_us, tflops=2 * m * n * k / t.median_us / 1e6)
-            except Exception as e:  # a config that does not fit is a result, not a crash
-                rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            rows.append(rec)
-            print(json.dumps(rec), flush=True)
-            args.json.write_text(json.dumps(rows, indent=1))
-        del cases
-        torch.cuda.empty_cache()
-    print(f"\n{'shape':16} {'case':44} {'us':>8} {'TFLOP/s':>8} same bits")
-    for r in rows:
-        print(f"{r['shape']:16} {r['case'][:44]:44} {r.get('us', float('nan')):8.2f} {r.get('tflops', 0):8.1f} "
-              f"{r.get('same_bits', '')!s:5} {r.get('error', '')[:50]}")
+    run_shapes(shapes, lambda m, n, k: _cases(m, n, k, candidates), args.json, args.budget_s,
+               torch.equal,  # (every row: the rules keep one K order)
+               lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6}, peers=("cublas",))
     return 0
 
 
