@@ -65,7 +65,7 @@ def main() -> int:
             torch.cuda.empty_cache()
             continue
         timings = []
-        for cfg in candidate_configs():
+        for cfg in candidate_configs(args[1].element_size()):
             entry = {"config": cfg.describe()}
             try:
                 plan = plan_for(*args, config=cfg)

@@ -1,5 +1,5 @@
-"""lib/fp8.e4m3_to_bf16 against torch's cast, every code: on the GPU the inline-assembly path (bit for bit, in a
-shuffled order so that a swapped pair or half shows), under the interpreter the plain cast."""
+"""lib/fp8.e4m3_to_bf16 and e4m3_to_f16 against torch's cast, every code: on the GPU the inline-assembly path (bit
+for bit, in a shuffled order so that a swapped pair or half shows), under the interpreter the plain cast."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from conftest import DEVICE, HAS_CUDA
-from ridgeline.lib.fp8 import e4m3_to_bf16
+from ridgeline.lib.fp8 import e4m3_to_bf16, e4m3_to_f16
 from ridgeline.ops.int4_matmul.rules import tile_config
 
 NAN_CODES = (0x7F, 0xFF)
@@ -29,6 +29,12 @@ def _convert_tile(x_ptr, y_ptr, R: tl.constexpr, C: tl.constexpr):
     x = tl.load(x_ptr + r[:, None] * C + c[None, :])
     y = e4m3_to_bf16(tl.trans(x))
     tl.store(y_ptr + c[:, None] * R + r[None, :], y)
+
+
+@triton.jit
+def _convert_f16(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, e4m3_to_f16(tl.load(x_ptr + offs), False))
 
 
 def _codes(repeat: int, seed: int) -> torch.Tensor:
@@ -58,6 +64,18 @@ def test_every_code_in_a_transposed_tile():
     out = torch.full((32, 16), float("nan"), dtype=torch.bfloat16, device=DEVICE)
     _convert_tile[(1,)](codes.view(torch.float8_e4m3fn), out, R=16, C=32)
     _check(codes.t().reshape(-1), out.reshape(-1))
+
+
+def test_every_code_to_fp16_bit_for_bit():
+    """e4m3 -> fp16 (the hardware's paired conversion on the GPU): every finite code exact, the NaN codes NaN."""
+    codes = _codes(4, 2).to(DEVICE)
+    out = torch.full((codes.numel(),), 7.0, dtype=torch.float16, device=DEVICE)
+    _convert_f16[(1,)](codes.view(torch.float8_e4m3fn), out, N=codes.numel())
+    finite = ~torch.isin(codes.cpu(), torch.tensor(NAN_CODES, dtype=torch.uint8))
+    got, want = out.cpu(), codes.cpu().view(torch.float8_e4m3fn).to(torch.float16)
+    assert torch.equal(got[finite].view(torch.int16), want[finite].view(torch.int16))
+    if HAS_CUDA:  # (Triton's CPU interpreter decodes the NaN codes as +-480; the hardware keeps them NaN)
+        assert got[~finite].isnan().all()
 
 
 @pytest.mark.gpu
@@ -91,6 +109,23 @@ def test_fp8_cache_decode_widens_without_the_conversion_pipe(tmp_path):
     assert kernel["spill_stores_bytes"] == 0
     (step,) = kernel["sass"]["loops"]  # one 64-token step: 700 instructions at s20 (1061 with byte loads for V)
     assert step["instructions"] < 800, step
+
+
+def test_fp8_cache_fp16_dots_widen_in_one_instruction_for_two(tmp_path, monkeypatch):
+    """The f16_dots candidate: e4m3 -> fp16 by F2FP (one for two elements), V still through ldmatrix.trans; the s23
+    compile: 515 instructions a 64-token step against the integer widening's 704."""
+    import dataclasses
+
+    from ridgeline.ops.paged_attention import launch, rules
+
+    monkeypatch.setattr(launch, "choose", lambda case: dataclasses.replace(rules.choose(case), f16_dots=True))
+    kernel, sass = _aot_sass("paged_decode_attention", (8, 4096, 32, 8, 128, 64), "fp8kv", tmp_path)[
+        "_paged_decode_kernel"]
+    assert "F2FP" in sass and "F2F.BF16" not in sass and "HMUL2" not in sass
+    assert "LDS.U8" not in sass and "LDSM.16.MT88" in sass
+    assert kernel["spill_stores_bytes"] == 0
+    (step,) = kernel["sass"]["loops"]
+    assert step["instructions"] < 560, step
 
 
 def test_int4_decode_unpacks_words_into_mma_pairs(tmp_path):

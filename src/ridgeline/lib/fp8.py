@@ -51,3 +51,26 @@ def e4m3_to_bf16(x, IN_PLACE: tl.constexpr = False):
         return x.to(tl.bfloat16)
     return tl.inline_asm_elementwise(_E4M3_X4_TO_BF16, "=r,=r,r", [x.to(tl.uint8, bitcast=True)],
                                      dtype=tl.bfloat16, is_pure=not IN_PLACE, pack=4)
+
+
+# Four e4m3 bytes in $2 -> fp16 pairs $0 = (byte 1, byte 0) and $1 = (byte 3, byte 2), low half first: the hardware's
+# paired conversion (F2FP, one instruction for two elements; exact: every e4m3 value is an fp16 value, NaN to NaN).
+_E4M3_X4_TO_F16 = tl.constexpr("""
+{
+.reg .b16 lo, hi;
+mov.b32 {lo, hi}, $2;
+cvt.rn.f16x2.e4m3x2 $0, lo;
+cvt.rn.f16x2.e4m3x2 $1, hi;
+}
+""")
+
+
+@triton.jit
+def e4m3_to_f16(x, IN_PLACE: tl.constexpr = False):
+    """float8e4nv tensor -> float16 tensor of the same values, two elements an instruction. IN_PLACE as in
+    `e4m3_to_bf16`: converted in the layout x was loaded in (an impure asm the compiler does not move past a
+    layout change), for a dot operand that 8-bit loads reach only a byte at a time."""
+    if INTERPRETED:
+        return x.to(tl.float16)
+    return tl.inline_asm_elementwise(_E4M3_X4_TO_F16, "=r,=r,r", [x.to(tl.uint8, bitcast=True)],
+                                     dtype=tl.float16, is_pure=not IN_PLACE, pack=4)

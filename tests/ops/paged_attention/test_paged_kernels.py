@@ -3,6 +3,7 @@ causal spec decoding, fp8 KV, strided layouts, named errors, the launch rules, t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -104,6 +105,24 @@ def test_fp8_kv_scales_as_floats_and_tensors():
     vs = torch.tensor([inp["v_scale"]], dtype=torch.float32)
     t = dict(inp, k_scale=ks, v_scale=vs)
     assert torch.equal(_run(t), _run(inp))
+
+
+@pytest.mark.parametrize("shape", [(3, 50, 4, 2, 32, 16), (2, 45, 6, 2, 48, 16, 3)])
+def test_fp8_kv_fp16_dots_match_the_reference(shape):
+    """The fp16-dot candidate (f16_dots): a bf16 query scaled per row by a power of two into fp16's range, K and V
+    widened to fp16, P in fp16. Rows of very different magnitudes (2^-20 .. 2^20, and an all-zero row) must come
+    out as the reference's; split and whole; and it is the bf16-dot result up to rounding."""
+    inp = _inputs(shape, torch.bfloat16, "fp8kv+ragged")
+    q = inp["q"].clone()
+    heads = q.shape[-2]
+    q[..., 0, :] *= 2.0**20
+    q[..., 1 % heads, :] *= 2.0**-20
+    q[0, ..., heads - 1, :] = 0.0
+    inp["q"] = q
+    for cfg in (SPLIT, WHOLE):
+        f16 = _run(inp, config=dataclasses.replace(cfg, f16_dots=True))
+        _close(f16, inp)
+        assert torch.allclose(f16.float(), _run(inp, config=cfg).float(), atol=2e-2, rtol=2e-2)
 
 
 def test_scale_argument_and_strided_views():

@@ -28,7 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ridgeline.lib.fp8 import e4m3_to_bf16
+from ridgeline.lib.fp8 import e4m3_to_bf16, e4m3_to_f16
 from ridgeline.lib.launch import interpreter_enabled
 from ridgeline.lib.rounding import to_storage
 
@@ -57,7 +57,8 @@ def _paged_decode_kernel(
     split_tokens, n_splits,
     HKV: tl.constexpr, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLIT: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, FP32_DOT: tl.constexpr, EMULATE: tl.constexpr,
+    SPLIT: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr,
+    EMULATE: tl.constexpr,
 ):
     pid = tl.program_id(0)  # (a 1-D grid: the fast launcher's) = (sequence, kv head) * n_splits + split
     split = pid % n_splits
@@ -78,6 +79,15 @@ def _paged_decode_kernel(
     col_ok = cols < D
     q_off = b.to(tl.int64) * stride_qb + qi * stride_qq + head * stride_qh
     q = tl.load(q_ptr + q_off[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    if F16_DOTS:
+        # fp8 cache, bf16 query: the dots in fp16, whose e4m3 widening is one hardware instruction for two elements.
+        # Each row of q is scaled by 2^e into [2^14, 2^15) (exact: a power of two; entries below 2^-24 drop, 2^-38
+        # of the row's largest), and 2^-e joins the row's softmax multiplier.
+        qf = q.to(tl.float32)
+        top = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of the row's max
+        e = tl.where(top > 0, tl.minimum(tl.maximum(141 - top, -126), 126), 0)  # 14 - (top - 127), in 2^+-126
+        q = (qf * ((e + 127) << 23).to(tl.float32, bitcast=True)[:, None]).to(tl.float16)
+        row_scale = ((127 - e) << 23).to(tl.float32, bitcast=True)  # 2^-e
     if FP32_DOT:
         q = q.to(tl.float32)
     # Position of each row's query token; it sees keys at positions <= last.
@@ -87,6 +97,8 @@ def _paged_decode_kernel(
         k_scale = tl.load(ks_ptr)
         v_scale = tl.load(vs_ptr)
     mult = qk_scale * k_scale * LOG2E  # base-2 logits
+    if F16_DOTS:
+        mult = mult * row_scale  # (one multiplier a row)
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
@@ -102,11 +114,18 @@ def _paged_decode_kernel(
         k = tl.load(k_ptr + k_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
         v_off = page * stride_vb + slot * stride_vt + kvh * stride_vh
         v = tl.load(v_ptr + v_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
-        if FP32_DOT:
+        if F16_DOTS and FP32_DOT:  # (the interpreter: fp16 operands, fp32 products and sums, as the tensor cores)
+            s = tl.dot(q, tl.trans(e4m3_to_f16(k, False).to(tl.float32)), input_precision="ieee")
+        elif F16_DOTS:
+            s = tl.dot(q, tl.trans(e4m3_to_f16(k, False)))
+        elif FP32_DOT:
             s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
-            s = tl.dot(q, tl.trans(_widen(k, q.dtype)))
-        s = s * mult
+            s = tl.dot(q, tl.trans(_widen(k, q.dtype, False)))
+        if F16_DOTS:
+            s = s * mult[:, None]
+        else:
+            s = s * mult
         visible = tok_ok[None, :] & (tok[None, :] <= last[:, None])
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -114,7 +133,12 @@ def _paged_decode_kernel(
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        if FP32_DOT:
+        if F16_DOTS and FP32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16).to(tl.float32),
+                                                e4m3_to_f16(v, True).to(tl.float32), input_precision="ieee")
+        elif F16_DOTS:  # (P in [0, 1]: fp16 holds it finer than bf16)
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), e4m3_to_f16(v, True))
+        elif FP32_DOT:
             acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), _widen(v, q.dtype, True))

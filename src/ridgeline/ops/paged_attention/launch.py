@@ -266,6 +266,7 @@ def _launch(call: _Call, q, k_cache, v_cache, block_table, seq_lens, k_scale, v_
     constexprs = {"HKV": call.heads_kv, "G": call.heads_q // call.heads_kv, "Q": call.q_tokens, "D": call.head_dim,
                   "BLOCK_D": call.block_d, "PAGE": call.page, "BLOCK_M": call.block_m, "BLOCK_N": cfg.block_n,
                   "SPLIT": split, "SCALE_FROM_PTR": call.scale_from_ptr, "FP32_DOT": call.fp32_dot,
+                  "F16_DOTS": cfg.f16_dots and k_cache.dtype in FP8_KV and q.dtype == torch.bfloat16,
                   "EMULATE": INTERPRETED}
     _MAIN.launch(call.batch * call.heads_kv * call.n_splits, args, constexprs, cfg.num_warps,
                  options={"num_stages": cfg.num_stages})

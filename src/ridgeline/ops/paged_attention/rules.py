@@ -46,6 +46,10 @@ class DecodeConfig:
     num_stages: int = 3
     waves: float = 2.0
     min_split_tokens: int = 512
+    # fp8 cache with a bf16 query: both dots in fp16 (K and V widened by the hardware's paired e4m3 -> fp16
+    # conversion, q scaled per row by a power of two into fp16's range, P in fp16) instead of bf16 dots fed by the
+    # integer widening. A tuning candidate (not yet timed); ignored for other dtypes.
+    f16_dots: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n < 16 or self.block_n & (self.block_n - 1):
@@ -60,7 +64,7 @@ class DecodeConfig:
 
     def describe(self) -> str:
         split = "nosplit" if self.min_split_tokens >= NO_SPLIT else f"split>={self.min_split_tokens}x{self.waves:g}w"
-        return f"n{self.block_n} w{self.num_warps} s{self.num_stages} {split}"
+        return f"n{self.block_n} w{self.num_warps} s{self.num_stages} {split}" + (" f16" if self.f16_dots else "")
 
 
 @dataclass(frozen=True)
@@ -135,11 +139,15 @@ def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-def candidate_configs() -> list[DecodeConfig]:
-    """What tune_paged_attention.py times per shape."""
+def candidate_configs(itemsize: int = 2) -> list[DecodeConfig]:
+    """What tune_paged_attention.py times per shape; an fp8 cache (itemsize 1) adds the fp16-dot form of the fp8
+    rules' tiles."""
     out = [DecodeConfig(64, 4, 3, min_split_tokens=NO_SPLIT)]
     for block_n, warps, stages in ((32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 4, 4), (64, 8, 3), (128, 8, 3)):
         for min_split in (256, 512, 1024):
             out.append(DecodeConfig(block_n, warps, stages, 2.0, min_split))
     out += [DecodeConfig(64, 4, 3, 1.0, 512), DecodeConfig(64, 4, 3, 4.0, 256), DecodeConfig(64, 4, 3, 4.0, 128)]
+    if itemsize == 1:
+        out += [DecodeConfig(64, 4, stages, 2.0, min_split, f16_dots=True) for stages in (2, 3)
+                for min_split in (256, 512)]
     return out
