@@ -66,9 +66,10 @@ _CPU = AttnConfig(16, 16, 4, 1)
 
 FWD_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter: 16 x 16 tiles cost the least"),
-    # fold (the softmax scale applied after the row maximum, one FMA an element; s23, h200-tune-attention-fold-s23.json
-    # and -knobs-s23.json, three pairs a shape): causal D=128 1.6-3.8% faster in all three, D=64 causal 0-3.5%,
-    # D=128 full -2.6 to +0.3% and D=256 -1.0 to +0.7% (within the runs' spread): on where it won.
+    # fold (the softmax scale applied after the row maximum, one FMA an element; s23, three pairs a shape: git show
+    # c9650d2:docs/results/h200-tune-attention-{knobs,fold}-s23.json): causal D=128 1.6-3.8% faster in all three,
+    # D=64 causal 0-3.5%, D=128 full -2.6 to +0.3% and D=256 -1.0 to +0.7% (within the runs' spread): on where it
+    # won (D<=64 timed causal only; its full attention takes it too, untimed).
     Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(128, 64, 8, 3, fold=True),
          "measured (H200, s18, B4 S4096 H32/32 D64 causal, h200-tune-attention-d64-d256-s18.json): 128 x 64 on 8 "
          "warps, 3 stages, pointer loads, 0.748 ms (367 TFLOP/s) vs 0.795 ms (346) for the old 128 x 64 w4 s3 "

@@ -135,8 +135,9 @@ GEMM_RULES: tuple[Rule, ...] = (
     # past 256 MB): the same tiles ran 1.19-1.91x their TMA form at M = 1 and 16 (1x4096x4096 9.8 vs 18.8 us,
     # 1x8192x28672 65.4 vs 116.1, 16x28672x4096 35.8 vs 42.5), with the same bits; one row aliased as two (the
     # bf16 GEMM's M == 1 cure) was no faster here (10.2 us). The decode sweeps (h200-bench-scaled_mm-row-decode-
-    # s23.json, -ptr-s23.json): pointer loads 1.09-1.35x TMA at M = 32, mixed at M = 64 (4096x4096 1.16x,
-    # 28672x4096 0.99x, 8192x28672 0.89x), so M = 33-64 keeps TMA.
+    # s23.json, pointer loads to M = 64, against the first one's TMA at M = 32 / 64, git show c9650d2:docs/results/
+    # h200-bench-scaled_mm-row-decode-first-s23.json): pointer loads 1.09-1.35x TMA at M = 32, mixed at M = 64
+    # (4096x4096 1.16x, 28672x4096 0.99x, 8192x28672 0.89x), so M = 33-64 keeps TMA.
     Rule(TileConfig(64, 128, 128, 1, 4, 6, use_tma=False), "decode (M <= 32): weight-bound; one 64-row wgmma tile, "
          "deep pipeline, pointer loads (1.09-1.91x TMA, s23)", max_m=32, adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
