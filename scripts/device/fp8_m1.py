@@ -1,9 +1,9 @@
 """Does Triton's M == 1 specialization cost the FP8 GEMM what it cost the bf16 one, and are TMA loads right at
 decode sizes? (docs/perf/README.md, next steps.) Row-wise scales; each case timed by ridgeline's graph timing over
 enough weight copies to pass 256 MB (each call reads its weight from DRAM, as in the bench's graph-cold regime):
-torch._scaled_mm; the rule's config at M = 1 (TMA); pointer loads at M = 1; pointer loads over one row read twice
-(a.expand(2, K): zero row stride, Triton's M = 2 code) on a few tiles; and the same at M = 16 against TMA.
-Prints a table last and writes every timing to JSON.
+torch._scaled_mm; the rule's tile through TMA and through pointer loads (since s23 the rule itself is the pointer
+form at M <= 32, from this driver's run); pointer loads over one row read twice (a.expand(2, K): zero row stride,
+Triton's M = 2 code) on a few tiles; and the same at M = 16. Prints a table last and writes every timing to JSON.
 
   python3 scripts/device/fp8_m1.py --json OUT.json
 """
@@ -38,7 +38,7 @@ def _cases(m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
     sb = torch.rand(n, device="cuda") + 0.5
     a_run, sa_run = (a.expand(2, k), sa.expand(2, 1)) if m == 1 else (a, sa)  # one row read twice
     rule = config_for(m, n, k, "row", sms, interpreted=False)
-    ptr = dataclasses.replace(rule, use_tma=False)
+    ptr, tma = dataclasses.replace(rule, use_tma=False), dataclasses.replace(rule, use_tma=True)
 
     def over(fn):
         return [lambda b=b: fn(b) for b in bs]
@@ -46,7 +46,8 @@ def _cases(m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
     cases = {
         "torch._scaled_mm": over(lambda b: torch._scaled_mm(a, b.t(), sa, sb.view(1, -1), out_dtype=torch.bfloat16)),
         f"rule ({rule.describe()})": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=rule)),
-        "rule, pointer loads": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=ptr)),
+        "rule's tile, TMA": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=tma)),
+        "rule's tile, pointer loads": over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=ptr)),
     }
     for bm, bn, bk, st in POINTER_TILES:
         cfg = TileConfig(bm, bn, bk, 1, 4, st, use_tma=False)
@@ -62,7 +63,7 @@ def main() -> int:
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     run_shapes(SHAPES, lambda m, n, k: _cases(m, n, k, sms), args.json, args.budget_s,
-               lambda y, r: torch.equal(y[:1].float(), r[:1]),  # (the first row: BLOCK_K changes the bits)
+               lambda y, r: torch.equal(y[:1].float(), r[:1]),  # (the first row: the aliased runs write two)
                lambda m, n, k, us: {"gbps": n * k / us / 1e3}, peers=("torch._scaled_mm",))
     return 0
 

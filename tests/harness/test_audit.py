@@ -82,10 +82,14 @@ def test_markdown_says_which_failures_were_timed():
              "config": "x"}
     rec = RunRecord(kind="audit", command="", env={}, device={},
                     settings={"op": "matmul", "audit": {"impl": "peer", "points": [point], "cliffs": []}},
-                    measurements=[{"shape": [2, 8, 8], "impl": "peer"}],
-                    failures=[{"shape": [2, 8, 8], "impl": "peer", "stage": "check",
+                    measurements=[{"shape": [2, 8, 8], "impl": "peer", "regime": "graph-cold"},
+                                  {"shape": [4, 8, 8], "impl": "peer", "regime": "host"}],
+                    failures=[{"shape": [2, 8, 8], "impl": "peer", "stage": "check", "regime": "",
                                "reason": "not batch invariant: rows 0:1 alone differ bitwise"},
-                              {"shape": [3, 8, 8], "impl": "peer", "stage": "time", "reason": "raised"}])
+                              {"shape": [3, 8, 8], "impl": "peer", "stage": "time", "reason": "raised"},
+                              {"shape": [4, 8, 8], "impl": "peer", "stage": "time", "regime": "graph-cold",
+                               "reason": "out of memory"}])
     md = audit_markdown(rec)
     assert "2x8x8 check (timed, with this caveat): not batch invariant" in md
     assert "3x8x8 time (not timed): raised" in md
+    assert "4x8x8 time (not timed): out of memory" in md  # (timed in another regime only)

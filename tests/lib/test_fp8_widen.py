@@ -121,7 +121,7 @@ def test_fp8_cache_fp16_dots_widen_in_one_instruction_for_two(tmp_path, monkeypa
     monkeypatch.setattr(launch, "choose", lambda case: dataclasses.replace(rules.choose(case), f16_dots=True))
     kernel, sass = _aot_sass("paged_decode_attention", (8, 4096, 32, 8, 128, 64), "fp8kv", tmp_path)[
         "_paged_decode_kernel"]
-    assert "F2FP" in sass and "F2F.BF16" not in sass and "HMUL2" not in sass
+    assert "F2FP.F16.E4M3.UNPACK_B" in sass and "F2F.BF16" not in sass and "HMUL2" not in sass
     assert "LDS.U8" not in sass and "LDSM.16.MT88" in sass
     assert kernel["spill_stores_bytes"] == 0
     (step,) = kernel["sass"]["loops"]

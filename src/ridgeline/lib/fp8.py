@@ -1,4 +1,4 @@
-"""FP8 (e4m3) to bfloat16 in registers at the rate a memory-bound kernel needs.
+"""FP8 (e4m3) to bfloat16 (and to float16) in registers at the rate a memory-bound kernel needs.
 
 Triton's `x.to(tl.bfloat16)` from e4m3 on sm_90 is two conversions: F2FP (e4m3x2 -> f16x2) and one F2F.BF16.F16
 per element. F2F runs on the conversion pipe (16 results a clock per SM, the CUDA programming guide's throughput
@@ -12,6 +12,10 @@ exponent biases are 7 and 127), for the subnormals too (bfloat16 subnormals scal
 by 2^120 (fma.rn.bf16x2 with -0, which keeps subnormal inputs) gives the value. Exact for every code but
 the two NaN codes (0x7F, 0xFF), which come out as +-480: a saturating quantizer (ours, torch's) never writes them.
 Under the CPU interpreter (no inline assembly) it is the plain cast, which is exact too.
+
+`e4m3_to_f16` is the hardware's own paired conversion (cvt.rn.f16x2.e4m3x2: one F2FP for two elements), pinned to
+the loaded layout the same way: cheap, but its result is fp16, so a bf16 consumer must work in fp16 (the paged
+decode's f16_dots candidate rescales its query for that).
 """
 
 import triton

@@ -34,10 +34,19 @@ def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
     if failures:
         # A peer that fails a non-value check (batch invariance, determinism) is still timed, with the failure as
         # its caveat (the bench's rule); say which failures cost the point and which only qualify it.
-        timed = {(tuple(m["shape"]), m.get("impl")) for m in rec.get("measurements", [])}
+        ms = rec.get("measurements", [])
+        timed = {(tuple(m["shape"]), m.get("impl")) for m in ms}
+        timed_in = {(tuple(m["shape"]), m.get("impl"), m.get("regime")) for m in ms}
         lines += ["", "Failures:", ""]
         for f in failures:
-            how = "timed, with this caveat" if (tuple(f["shape"]), f.get("impl")) in timed else "not timed"
+            key = (tuple(f["shape"]), f.get("impl"))
+            if f.get("stage") == "time":  # (failed while timing: not timed in that regime, whatever the others did)
+                was_timed = False
+            elif f.get("regime"):
+                was_timed = (*key, f["regime"]) in timed_in
+            else:
+                was_timed = key in timed
+            how = "timed, with this caveat" if was_timed else "not timed"
             lines.append(f"- {shape_label(f['shape'])} {f.get('stage')} ({how}): {f.get('reason')}")
     return "\n".join(lines) + "\n"
 

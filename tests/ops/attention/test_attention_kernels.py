@@ -159,6 +159,7 @@ BAD = [
     (lambda q, k, v: attention(q, k, v, window=(1, -2)), ValueError, "window: expected (left, right) ints >= -1"),
     (lambda q, k, v: attention(q, k, v, window="x"), TypeError, "window: expected None, an int or a"),
     (lambda q, k, v: attention(q, k, v, scale=-1.0), ValueError, "scale: expected a finite float > 0"),
+    (lambda q, k, v: attention(q, k, v, scale=1e-40), ValueError, r"scale: expected a value in \[1e-30, 1e30\]"),
     (lambda q, k, v: attention(q, k, v, causal=1), TypeError, "causal: expected a bool"),
     (lambda q, k, v: attention(q, k, v, max_seqlen=4), ValueError, "max_seqlen: only meaningful with cu_seqlens"),
     (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 8])), TypeError,
@@ -279,11 +280,12 @@ def test_folded_scale_forward_matches_fp64(case):
     fold = AttnConfig(16, 16, 4, 1, fold=True)
     b, sq, sk, hq, hkv, d, causal, window = case
     q, k, v = qkv(b, sq, sk, hq, hkv, d, torch.bfloat16)
-    q = q * 3  # a wide score range: the row maxima move between key tiles
-    want_out, want_lse, _ = ref(q, k, v, causal=causal, window=window)
-    out, lse = _forward(*_prepare(q, k, v, causal, None, window, None, None), cfg=fold)
-    close(out, want_out, torch.bfloat16)
-    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+    for spread in (3, 64):  # wide score ranges: the row maxima move between key tiles; at 64 a row maximum taken
+        qs = q * spread     # without the scale would push every exp2 below fp32's range
+        want_out, want_lse, _ = ref(qs, k, v, causal=causal, window=window)
+        out, lse = _forward(*_prepare(qs, k, v, causal, None, window, None, None), cfg=fold)
+        close(out, want_out, torch.bfloat16)
+        torch.testing.assert_close(lse.double(), want_lse, atol=1e-5 * spread, rtol=1e-5)
     lens = [5, 0, 19, 1]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
     qp, kp, vp = (rand(sum(lens), h, 16, dtype=torch.bfloat16) for h in (2, 1, 1))

@@ -144,6 +144,8 @@ def _scale(scale: object, d: int) -> float:
         return 1.0 / math.sqrt(d)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale: expected a finite float > 0 or None (1/sqrt(D)), got {scale!r}")
+    if not 1e-30 <= scale <= 1e30:  # (the kernels hold scale * log2(e) in fp32; a zero there turns -inf into NaN)
+        raise ValueError(f"scale: expected a value in [1e-30, 1e30] (fp32 holds it), got {scale!r}")
     return float(scale)
 
 

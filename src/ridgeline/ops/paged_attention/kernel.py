@@ -8,7 +8,9 @@ any block size), K and V tiles [BLOCK_N, D] are loaded once for the whole group 
 read once per kv head, not once per q head), scores S = q K^T on the tensor cores (fp32 accumulation), an online
 softmax in base 2 (the softmax scale and k_scale folded into one multiplier), and acc += P V (v_scale applied
 once at the end). FP8 (e4m3) K/V are widened to the query's dtype in registers (exact: e4m3 fits in bf16/fp16),
-to bf16 by lib/fp8.py's integer path (Triton's cast is bound by the conversion pipe); K in the dot's operand layout,
+to bf16 by lib/fp8.py's integer path (Triton's cast is bound by the conversion pipe), or, with the f16_dots tuning
+candidate and a bf16 query, to fp16 by the hardware's paired conversion with q rescaled into fp16 (F16_DOTS below);
+K in the dot's operand layout,
 V in the layout it was loaded in (V is P V's B operand with tokens, its K dimension, strided in the cache: 8-bit
 data would reach that layout a byte at a time; widened first, it takes ldmatrix.trans like a bf16 cache; s20 SASS:
 699 instructions a 64-token step instead of 1061).
@@ -81,11 +83,13 @@ def _paged_decode_kernel(
     q = tl.load(q_ptr + q_off[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     if F16_DOTS:
         # fp8 cache, bf16 query: the dots in fp16, whose e4m3 widening is one hardware instruction for two elements.
-        # Each row of q is scaled by 2^e into [2^14, 2^15) (exact: a power of two; entries below 2^-24 drop, 2^-38
-        # of the row's largest), and 2^-e joins the row's softmax multiplier.
+        # Each row of q is scaled by 2^e so its largest entry lands in [2^14, 2^15): exact for every entry down to
+        # 2^-31 of the row's largest (fp16's normal range), rounded to fp16's subnormal step below that and dropped
+        # under 2^-38; 2^-e joins the row's softmax multiplier.
         qf = q.to(tl.float32)
         top = (tl.max(tl.abs(qf), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent of the row's max
-        e = tl.where(top > 0, tl.minimum(tl.maximum(141 - top, -126), 126), 0)  # 14 - (top - 127), in 2^+-126
+        # e = 14 - (top - 127): -114 at the largest exponent; 126 at most (a denormal or tiny max); 0 for a zero row
+        e = tl.where(top > 0, tl.minimum(141 - top, 126), 0)
         q = (qf * ((e + 127) << 23).to(tl.float32, bitcast=True)[:, None]).to(tl.float16)
         row_scale = ((127 - e) << 23).to(tl.float32, bitcast=True)  # 2^-e
     if FP32_DOT:
