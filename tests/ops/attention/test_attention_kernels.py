@@ -159,7 +159,7 @@ BAD = [
     (lambda q, k, v: attention(q, k, v, window=(1, -2)), ValueError, "window: expected (left, right) ints >= -1"),
     (lambda q, k, v: attention(q, k, v, window="x"), TypeError, "window: expected None, an int or a"),
     (lambda q, k, v: attention(q, k, v, scale=-1.0), ValueError, "scale: expected a finite float > 0"),
-    (lambda q, k, v: attention(q, k, v, scale=1e-40), ValueError, r"scale: expected a value in \[1e-30, 1e30\]"),
+    (lambda q, k, v: attention(q, k, v, scale=1e-40), ValueError, "scale: expected a value in [1e-30, 1e30]"),
     (lambda q, k, v: attention(q, k, v, causal=1), TypeError, "causal: expected a bool"),
     (lambda q, k, v: attention(q, k, v, max_seqlen=4), ValueError, "max_seqlen: only meaningful with cu_seqlens"),
     (lambda q, k, v: attention(q[0], k[0], v[0], cu_seqlens=torch.tensor([0, 8])), TypeError,
