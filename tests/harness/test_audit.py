@@ -37,10 +37,12 @@ def test_tiny_audit_writes_record_table_and_plot(tmp_path):
     # `ridgeline report` on the audit's record: the same table (configs included) and the plot
     from ridgeline.report.build import write_report
 
-    write_report(rec, tmp_path / "report", "md")
+    write_report(rec, tmp_path / "report", "all")
     report = (tmp_path / "report" / "report.md").read_text()
     assert "### Audit" in report and "| 17x32x32 |" in report and "plots/audit.png" in report
     assert (tmp_path / "report" / "plots" / "audit.png").stat().st_size > 1000
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Audit</h2>" in page and "17x32x32" in page and a["points"][1]["config"] in page
 
 
 def test_listed_values_are_not_cut_at_the_base_shape(monkeypatch):

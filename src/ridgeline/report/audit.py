@@ -9,6 +9,7 @@ from typing import Any
 from ridgeline.core.spec import shape_label
 from ridgeline.records.record import RunRecord
 from ridgeline.report.data import as_dict
+from ridgeline.report.tables import Cell, Table
 
 
 def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
@@ -49,6 +50,24 @@ def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
             how = "timed, with this caveat" if was_timed else "not timed"
             lines.append(f"- {shape_label(f['shape'])} {f.get('stage')} ({how}): {f.get('reason')}")
     return "\n".join(lines) + "\n"
+
+
+def audit_points_table(record: RunRecord | dict[str, Any]) -> Table:
+    """The audit's points as a report table (the HTML page's sortable table): shape, time, SOL, time over SOL,
+    jump, cliff and the launch config."""
+    a = as_dict(record).get("settings", {}).get("audit", {})
+    rows = []
+    for p in a.get("points", []):
+        rows.append([Cell(shape_label(p["shape"]), p["shape"][a["dim"]] if a.get("dim") is not None else None),
+                     Cell(str(p["regime"])), Cell.number(p["median_us"], f"{p['median_us']:.2f}"),
+                     Cell.number(p.get("sol_us"), f"{p['sol_us']:.2f}" if p.get("sol_us") else "-"),
+                     Cell.number(p["ratio"], f"{p['ratio']:.2f}", "bad" if p.get("cliff") else ""),
+                     Cell.number(p.get("jump", 1.0), f"{p.get('jump', 1.0):.2f}"),
+                     Cell("cliff" if p.get("cliff") else "", style="bad" if p.get("cliff") else ""),
+                     Cell(str(p.get("config", "")))])
+    return Table(f"Audit along {a.get('dim_name')}: {len(a.get('cliffs', []))} cliffs in {len(rows)} points",
+                 ["shape", "regime", "median µs", "SOL µs", "time / SOL", "jump", "cliff", "config"], rows,
+                 numeric={2, 3, 4, 5})
 
 
 def audit_markdown(record: RunRecord | dict[str, Any]) -> str:

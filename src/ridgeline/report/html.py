@@ -94,6 +94,10 @@ def render_html(record: dict[str, Any], plots: Sequence[Plot] = ()) -> str:
     body.append("<h2>Reproduce</h2>")
     body.append(f"<pre>{escape(retypeable(record.get('command')) or DASH)}</pre>")
     body.append("<h2>Findings</h2>" + findings_html(record))
+    if record.get("kind") == "audit":  # the audit's own table: every point, its jump, cliff and launch config
+        from ridgeline.report.audit import audit_points_table
+
+        body.append("<h2>Audit</h2>" + table_html(audit_points_table(record)))
     body.append("<h2>Setup</h2>")
     body.append(table_html(T.environment_table(record)))
     body.append(table_html(T.regime_table(record)))
