@@ -49,7 +49,7 @@ DQ = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 2), (128, 32, 8, 3)
 
 def _knob_grid(rule: AttnConfig) -> list[AttnConfig]:
     """The rule's tile without and with the scale folded into the FMA (s23: the lazy rescale, tried beside it,
-    lost 6-19% at every shape, h200-tune-attention-knobs-s23.json)."""
+    lost 6-19% at every shape: git show c9650d2:docs/results/h200-tune-attention-knobs-s23.json)."""
     fold = dataclasses.replace(rule, fold=not rule.fold)
     return [fold, rule, fold]
 

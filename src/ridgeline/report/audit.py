@@ -13,24 +13,16 @@ from ridgeline.report.tables import Cell, Table
 
 
 def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
-    """The audit's table (every point with its time over SOL, jump, cliff mark and launch config) and its
-    failures, as markdown without a title: the body of `audit_markdown` and of `ridgeline report` on an audit."""
+    """The audit's table (`audit_points_table`) and its failures, as markdown without a title: the body of
+    `audit_markdown` and of `ridgeline report` on an audit."""
+    from ridgeline.report.markdown import table_md
+
     rec = as_dict(record)
-    settings = rec.get("settings", {})
-    a = settings.get("audit", {})
+    a = rec.get("settings", {}).get("audit", {})
     points: list[dict[str, Any]] = a.get("points", [])
-    dim = a.get("dim_name")
-    by = "time / SOL" if points and points[0].get("normalized_by") == "sol" else "time per unit of work (x best)"
-    lines = [f"Run {rec.get('run_id')}; dim {dim} ({a.get('step_rule')}); cliff = {by} more than "
-             f"{a.get('cliff_jump')}x a neighbour's. {len(a.get('cliffs', []))} cliffs in {len(points)} points.", "",
-             f"| shape | regime | median us | SOL us | {by} | jump | TFLOP/s | cliff | config |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for p in points:
-        sol = f"{p['sol_us']:.2f}" if p.get("sol_us") else "-"
-        tf = f"{p['tflops']:.1f}" if p.get("tflops") else "-"
-        cfg = str(p.get("config", "")).replace("|", "/")
-        lines.append(f"| {shape_label(p['shape'])} | {p['regime']} | {p['median_us']:.2f} | {sol} | {p['ratio']:.2f} "
-                     f"| {p.get('jump', 1.0):.2f} | {tf} | {'**cliff**' if p.get('cliff') else ''} | {cfg} |")
+    lines = [f"Run {rec.get('run_id')}; dim {a.get('dim_name')} ({a.get('step_rule')}); cliff = "
+             f"{_normalized_by(points)} more than {a.get('cliff_jump')}x a neighbour's. {len(a.get('cliffs', []))} "
+             f"cliffs in {len(points)} points.", "", table_md(audit_points_table(rec), heading=None)]
     failures = rec.get("failures", [])
     if failures:
         # A peer that fails a non-value check (batch invariance, determinism) is still timed, with the failure as
@@ -52,22 +44,28 @@ def audit_table_md(record: RunRecord | dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _normalized_by(points: list[dict[str, Any]]) -> str:
+    return "time / SOL" if points and points[0].get("normalized_by") == "sol" else "time per unit of work (x best)"
+
+
 def audit_points_table(record: RunRecord | dict[str, Any]) -> Table:
-    """The audit's points as a report table (the HTML page's sortable table): shape, time, SOL, time over SOL,
-    jump, cliff and the launch config."""
+    """The audit's points as a report table (markdown and the HTML page's sortable table): shape, regime, time,
+    SOL, time over SOL, jump, TFLOP/s, cliff and the launch config."""
     a = as_dict(record).get("settings", {}).get("audit", {})
+    points = a.get("points", [])
     rows = []
-    for p in a.get("points", []):
+    for p in points:
+        cliff = "bad" if p.get("cliff") else ""
         rows.append([Cell(shape_label(p["shape"]), p["shape"][a["dim"]] if a.get("dim") is not None else None),
                      Cell(str(p["regime"])), Cell.number(p["median_us"], f"{p['median_us']:.2f}"),
                      Cell.number(p.get("sol_us"), f"{p['sol_us']:.2f}" if p.get("sol_us") else "-"),
-                     Cell.number(p["ratio"], f"{p['ratio']:.2f}", "bad" if p.get("cliff") else ""),
+                     Cell.number(p["ratio"], f"{p['ratio']:.2f}"),
                      Cell.number(p.get("jump", 1.0), f"{p.get('jump', 1.0):.2f}"),
-                     Cell("cliff" if p.get("cliff") else "", style="bad" if p.get("cliff") else ""),
-                     Cell(str(p.get("config", "")))])
+                     Cell.number(p.get("tflops"), f"{p['tflops']:.1f}" if p.get("tflops") else "-"),
+                     Cell("cliff" if cliff else "", style=cliff), Cell(str(p.get("config", "")))])
     return Table(f"Audit along {a.get('dim_name')}: {len(a.get('cliffs', []))} cliffs in {len(rows)} points",
-                 ["shape", "regime", "median µs", "SOL µs", "time / SOL", "jump", "cliff", "config"], rows,
-                 numeric={2, 3, 4, 5})
+                 ["shape", "regime", "median us", "SOL us", _normalized_by(points), "jump", "TFLOP/s", "cliff",
+                  "config"], rows, numeric={2, 3, 4, 5, 6})
 
 
 def audit_markdown(record: RunRecord | dict[str, Any]) -> str:

@@ -118,14 +118,14 @@ def _paged_decode_kernel(
         k = tl.load(k_ptr + k_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
         v_off = page * stride_vb + slot * stride_vt + kvh * stride_vh
         v = tl.load(v_ptr + v_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
-        if F16_DOTS and FP32_DOT:  # (the interpreter: fp16 operands, fp32 products and sums, as the tensor cores)
-            s = tl.dot(q, tl.trans(e4m3_to_f16(k, False).to(tl.float32)), input_precision="ieee")
-        elif F16_DOTS:
-            s = tl.dot(q, tl.trans(e4m3_to_f16(k, False)))
-        elif FP32_DOT:
+        if F16_DOTS:
+            k = e4m3_to_f16(k, False)
+        elif not FP32_DOT:
+            k = _widen(k, q.dtype, False)
+        if FP32_DOT:  # (the interpreter: the operands' values, fp32 products and sums, as the tensor cores)
             s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
         else:
-            s = tl.dot(q, tl.trans(_widen(k, q.dtype, False)))
+            s = tl.dot(q, tl.trans(k))
         if F16_DOTS:
             s = s * mult[:, None]
         else:
@@ -137,15 +137,18 @@ def _paged_decode_kernel(
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        if F16_DOTS and FP32_DOT:
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16).to(tl.float32),
-                                                e4m3_to_f16(v, True).to(tl.float32), input_precision="ieee")
-        elif F16_DOTS:  # (P in [0, 1]: fp16 holds it finer than bf16)
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), e4m3_to_f16(v, True))
+        if F16_DOTS:  # (P in [0, 1]: fp16 holds it finer than bf16)
+            pw = p.to(tl.float16)
+            v = e4m3_to_f16(v, True)
         elif FP32_DOT:
-            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+            pw = p
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), _widen(v, q.dtype, True))
+            pw = p.to(q.dtype)
+            v = _widen(v, q.dtype, True)
+        if FP32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(pw.to(tl.float32), v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(pw, v)
         m_i = m_new
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
