@@ -44,7 +44,7 @@ def test_batch_invariance_across_the_kernel_switch():
     x = torch.randn(4096, 4096, device="cuda").bfloat16()
     w = (torch.randn(4096, 4096, device="cuda") / 64).bfloat16()
     full = matmul(x, w)
-    for m in (1, 16, 64, 65, 256):
+    for m in (1, 16, 64, 65, 129, 256, 257, 320, 385):
         assert torch.equal(matmul(x[:m], w), full[:m]), f"rows 0:{m} alone differ from the full batch"
     assert torch.equal(matmul(x, w), full)
 

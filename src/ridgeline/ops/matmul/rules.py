@@ -172,11 +172,11 @@ RULES: tuple[Rule, ...] = (
          "idle (M = 257..512 at N = 4096: 48-64 tiles, a flat 43.5-44 us in the audit) the 128x128 tile takes over "
          "by waves x area / rate (rate 0.83: 16384 outputs per 26.5 us against 32768 per 44 us per wave at K = 4096; "
          "this choice is inferred from those two measurements, not yet timed itself)",
-         alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83),
-    # (Measured s23, not yet a rule: the GPU tests could not run on it. The 128x128 tile's pointer form on 8 warps,
-    # persistent, where the last tile row holds < 32 rows: 257 / 385 rows 29.2 / 29.9 us against 34.4 / 38.6
-    # through TMA, 1281 level (83.0 / 82.9), the same bits; on 4 warps it ran 34-37 us; with full last rows TMA
-    # stays ahead, 25.8 against 28.3 at 320. git show a9a53b5:docs/results/h200-matmul-cliffs-s23.json.)
+         alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83,
+         # Where that 128x128 tile's last row holds < 32 rows: its pointer form on 8 warps (s23: 257 / 385 rows
+         # 29.2 / 29.9 us against 34.4 / 38.6 through TMA, the same bits; on 4 warps 34-37 us; with full last rows
+         # TMA stays ahead, 25.8 against 28.3 at 320; git show a9a53b5:docs/results/h200-matmul-cliffs-s23.json).
+         few_rows=GemmConfig(128, 128, 64, 8, 5, 8, persistent=True, tma=False), few_rows_below=32),
 )
 
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
