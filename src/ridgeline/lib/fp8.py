@@ -15,7 +15,7 @@ Under the CPU interpreter (no inline assembly) it is the plain cast, which is ex
 
 `e4m3_to_f16` is the hardware's own paired conversion (cvt.rn.f16x2.e4m3x2: one F2FP for two elements), pinned to
 the loaded layout the same way: cheap, but its result is fp16, so a bf16 consumer must work in fp16 (the paged
-decode's f16_dots candidate rescales its query for that).
+decode's f16_dots form rescales its query for that).
 """
 
 import triton

@@ -103,9 +103,9 @@ def test_rules_shrink_block_n_to_fill_the_gpu():
         assert (big[257].block_n, big[512].block_n, big[1024].block_n, big[4096].block_n) == (128, 128, 256, 256)
         assert rules.config_for(1024, 28672, 4096, torch.bfloat16, cpu)[0].block_n == 256
         # the 128x128 tile's last row of < 32 rows: pointer loads on 8 warps; full-enough rows keep TMA
-        few = {m: rules.config_for(m, 4096, 4096, torch.bfloat16, cpu)[0] for m in (257, 287, 288, 320, 385)}
+        few = {m: rules.config_for(m, 4096, 4096, torch.bfloat16, cpu)[0] for m in (257, 287, 288, 320, 385, 1025)}
         assert {m: (c.tma, c.num_warps) for m, c in few.items()} == {
-            257: (False, 8), 287: (False, 8), 288: (True, 4), 320: (True, 4), 385: (False, 8)}
+            257: (False, 8), 287: (False, 8), 288: (True, 4), 320: (True, 4), 385: (False, 8), 1025: (True, 4)}
     rows = rules.RULES
     assert rows[-1].max_m >= 1 << 62 and rows[-1].max_n >= 1 << 62
     assert all((a.max_m, a.max_n) <= (b.max_m, b.max_n) or a.max_m < b.max_m for a, b in zip(rows, rows[1:]))

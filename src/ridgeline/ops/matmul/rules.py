@@ -127,6 +127,7 @@ class Rule:
     # a9a53b5:docs/results/h200-matmul-cliffs-s23.json).
     few_rows: GemmConfig | None = None
     few_rows_below: int = 0
+    few_rows_max_m: int = 1 << 62  # and only up to this M
 
 
 # Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
@@ -173,10 +174,14 @@ RULES: tuple[Rule, ...] = (
          "by waves x area / rate (rate 0.83: 16384 outputs per 26.5 us against 32768 per 44 us per wave at K = 4096; "
          "this choice is inferred from those two measurements, not yet timed itself)",
          alternative=GemmConfig(128, 128, 64, 4, 5, 8, persistent=True, tma=True), alternative_rate=0.83,
-         # Where that 128x128 tile's last row holds < 32 rows: its pointer form on 8 warps (s23: 257 / 385 rows
-         # 29.2 / 29.9 us against 34.4 / 38.6 through TMA, the same bits; on 4 warps 34-37 us; with full last rows
-         # TMA stays ahead, 25.8 against 28.3 at 320; git show a9a53b5:docs/results/h200-matmul-cliffs-s23.json).
-         few_rows=GemmConfig(128, 128, 64, 8, 5, 8, persistent=True, tma=False), few_rows_below=32),
+         # Where that 128x128 tile's last row holds < 32 rows, up to 512 rows: its pointer form on 8 warps (s23:
+         # 257 / 385 rows 29.2 / 29.9 us against 34.4 / 38.6 through TMA, the same bits; on 4 warps 34-37 us; with
+         # full last rows TMA stays ahead, 25.8 against 28.3 at 320; git show
+         # a9a53b5:docs/results/h200-matmul-cliffs-s23.json). In the s24 audit (graph-cold) 257 / 385 rows ran
+         # 29.4 / 29.6 us (TMA in the s23 audit: 29.3 / 37.6) but 1025 rows 84.8 against 74.8, 1281 83.7 against
+         # 87.6: past one wave of tiles TMA's pipeline wins back more than its short boxes cost.
+         few_rows=GemmConfig(128, 128, 64, 8, 5, 8, persistent=True, tma=False), few_rows_below=32,
+         few_rows_max_m=512),
 )
 
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
@@ -248,7 +253,7 @@ def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmCon
                 cfg = rule.alternative
             few = rule.few_rows
             if (few is not None and cfg.tma and (cfg.block_m, cfg.block_n) == (few.block_m, few.block_n)
-                    and 0 < m % cfg.block_m < rule.few_rows_below):
+                    and 0 < m % cfg.block_m < rule.few_rows_below and m <= rule.few_rows_max_m):
                 cfg = few
             return cfg, rule.why
     raise AssertionError("the last rule matches every M")  # pragma: no cover

@@ -8,8 +8,8 @@ any block size), K and V tiles [BLOCK_N, D] are loaded once for the whole group 
 read once per kv head, not once per q head), scores S = q K^T on the tensor cores (fp32 accumulation), an online
 softmax in base 2 (the softmax scale and k_scale folded into one multiplier), and acc += P V (v_scale applied
 once at the end). FP8 (e4m3) K/V are widened to the query's dtype in registers (exact: e4m3 fits in bf16/fp16),
-to bf16 by lib/fp8.py's integer path (Triton's cast is bound by the conversion pipe), or, with the f16_dots tuning
-candidate and a bf16 query, to fp16 by the hardware's paired conversion with q rescaled into fp16 (F16_DOTS below);
+to bf16 by lib/fp8.py's integer path (Triton's cast is bound by the conversion pipe), or, as the fp8 rules launch
+it (f16_dots) with a bf16 query, to fp16 by the hardware's paired conversion with q rescaled into fp16 (F16_DOTS);
 K in the dot's operand layout,
 V in the layout it was loaded in (V is P V's B operand with tokens, its K dimension, strided in the cache: 8-bit
 data would reach that layout a byte at a time; widened first, it takes ldmatrix.trans like a bf16 cache; s20 SASS:

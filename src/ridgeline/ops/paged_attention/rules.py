@@ -48,7 +48,7 @@ class DecodeConfig:
     min_split_tokens: int = 512
     # fp8 cache with a bf16 query: both dots in fp16 (K and V widened by the hardware's paired e4m3 -> fp16
     # conversion, q scaled per row by a power of two into fp16's range, P in fp16) instead of bf16 dots fed by the
-    # integer widening. A tuning candidate (not yet timed); ignored for other dtypes.
+    # integer widening (1.01-1.07x at the same tiles, s24: the fp8 rules take it); ignored for other dtypes.
     f16_dots: bool = False
 
     def __post_init__(self) -> None:
@@ -103,13 +103,15 @@ RULES: tuple[Rule, ...] = (
     Rule(Match(min_rows=33), DecodeConfig(32, 4, 3, min_split_tokens=256),
          "GQA group x query tokens > 32 rows (e.g. 8 heads x Q 8 = 64): acc [64, D] fp32 takes 64 registers a "
          "thread at 4 warps; halve the KV tile (guess)"),
-    # fp8 cache (s23 tuning, h200-tune-paged_attention-fp8kv-s23.json, do_bench_cudagraph): 2 stages against 3 at
-    # the same splits ran 1.06-1.20x at batch 8-256 (32x32768 823 vs 962 us, 8x131072 821 vs 868, 64x4096 237 vs
-    # 281, 8x4096 Q 4 40 vs 48) and 0.95-0.97x at batch 1. Stages do not change the arithmetic (the same bits).
-    Rule(Match(max_capacity=8192, itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=256),
-         "fp8 cache, contexts up to 8K: the splits of the bf16 rule below, 2 stages (measured, s23)"),
-    Rule(Match(itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=512),
-         "fp8 cache, long contexts: the splits of the bf16 rule below, 2 stages (measured, s23)"),
+    # fp8 cache (s24 tuning, h200-tune-paged_attention-fp8kv-f16-s24.json, do_bench_cudagraph): 2 stages against 3
+    # at the same splits ran 1.04-1.20x at batch 8-256 (32x32768 820 vs 956 us, 8x131072 810 vs 855, 64x4096 236 vs
+    # 281, 8x4096 Q 4 40 vs 48) and 0.96-0.99x at batch 1. Stages do not change the arithmetic (the same bits). The
+    # fp16 dots (f16_dots) beside the bf16 ones at the same tiles and splits: 1.01-1.07x at every shape but 1x4096
+    # (0.99-1.02x, launch-bound): 32x32768 791 vs 820 us, 8x131072 768 vs 810, 1x131072 144 vs 153.
+    Rule(Match(max_capacity=8192, itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=256, f16_dots=True),
+         "fp8 cache, contexts up to 8K: the splits of the bf16 rule below, 2 stages, fp16 dots (measured, s24)"),
+    Rule(Match(itemsize=1), DecodeConfig(64, 4, 2, waves=2.0, min_split_tokens=512, f16_dots=True),
+         "fp8 cache, long contexts: the splits of the bf16 rule below, 2 stages, fp16 dots (measured, s24)"),
     Rule(Match(max_capacity=8192), DecodeConfig(64, 4, 3, waves=2.0, min_split_tokens=256),
          "contexts up to 8K: a lone sequence needs many splits to fill 132 SMs with Hkv (8) heads; 256-token "
          "splits keep the partials' traffic near 4% at G 4 (guess)"),
