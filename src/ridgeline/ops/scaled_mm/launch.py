@@ -38,6 +38,7 @@ from ridgeline.ops.scaled_mm.kernel import (
     _quant_per_token_kernel,
     _scaled_mm_kernel,
 )
+from ridgeline.ops.scaled_mm.launch_ws import launch_ws, ws_supported
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for, per_group_config, per_token_config
 
 FP8 = torch.float8_e4m3fn
@@ -146,13 +147,16 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     if mode == "block" and (cfg.block_k > BLOCK_SCALE or BLOCK_SCALE % cfg.block_k):
         raise ValueError(f"cfg: {cfg.describe()}: block scales need BLOCK_K dividing {BLOCK_SCALE}")
     use_tma = cfg.use_tma and not _INTERPRETED and tma_layout
+    sms = multiprocessor_count(a.device)
+    sam, sak = _scale_strides(sa, mode, True)
+    sbn, sbk = _scale_strides(sb, mode, False)
+    if use_tma and a.dtype == FP8 and ws_supported(cfg, a, y, mode):
+        launch_ws(a, b, y, sa, sb, bias, MODE_CODES[mode], (sam, sak, sbn, sbk), cfg, sms)
+        return y
     if use_tma:
         ensure_tma_allocator()
     tiles = _cdiv(m, cfg.block_m) * _cdiv(n, cfg.block_n)
-    sms = multiprocessor_count(a.device)
     grid = max(1, min(tiles, sms))
-    sam, sak = _scale_strides(sa, mode, True)
-    sbn, sbk = _scale_strides(sb, mode, False)
     args = (a, b, y, sa, sb, bias if bias is not None else y, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), y.stride(0), y.stride(1), sam, sak, sbn, sbk)
     constexprs = {"SCALE": MODE_CODES[mode], "HAS_BIAS": bias is not None, "BLOCK_M": cfg.block_m,

@@ -42,6 +42,9 @@ class TileConfig:
     num_stages: int = 4
     use_tma: bool = True
     defer_scale: bool = False  # block mode: scale each K step's partial one step later (a tuning candidate)
+    # The Gluon kernel (kernel_ws.py): a TMA load warp and two MMA warpgroups; needs sm_90, TMA-readable operands,
+    # a 16-bit output with 16-byte aligned rows, block_m 256 (two warpgroups of 128 rows) and block_k 128.
+    warp_specialized: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -61,7 +64,8 @@ class TileConfig:
     def describe(self) -> str:
         load = "tma" if self.use_tma else "ptr"
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
-                f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}")
+                f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
+                f"{' ws' if self.warp_specialized else ''}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""The warp-specialized FP8 GEMM (ops/scaled_mm/kernel_ws.py, Gluon) beside the Triton kernel's rule and
+torch._scaled_mm: row-wise and block scales at the large and mid M of the sweep. Each case is timed by ridgeline's
+graph timing over weight copies past 256 MB (scripts/device/graph_cases.py); the first output is compared bitwise
+with the rule's (the same K steps and promotion: the same bits expected) and, at one shape per mode, with a float64
+reference under the contract's tolerance. Prints a table last and writes every timing to JSON.
+
+  python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from graph_cases import run_shapes  # noqa: E402  (this folder)
+
+from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
+from ridgeline.ops.scaled_mm.rules import TileConfig, config_for  # noqa: E402
+
+ROW_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096), (1024, 28672, 4096),
+              (4096, 4096, 14336), (8192, 6144, 4096), (512, 6144, 4096), (256, 10240, 8192), (2049, 4096, 4096)]
+BLOCK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (512, 6144, 4096)]
+WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
+      TileConfig(256, 128, 128, 8, 4, 3, warp_specialized=True),
+      TileConfig(256, 128, 128, 16, 4, 4, warp_specialized=True)]
+
+
+def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if mode == "row":
+        return torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
+    return (torch.rand(m, -(-k // 128), device="cuda") + 0.5,
+            torch.rand(-(-n // 128), -(-k // 128), device="cuda") + 0.5)
+
+
+def _reference_check(mode: str) -> dict:
+    """One mid-size call of the ws kernel against float64 (odd M and N, K past a step edge)."""
+    m, n, k = 1000, 1032, 1000
+    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    sa, sb = _scales(mode, m, n, k)
+    y = launch_scaled_mm(a, b, sa, sb, cfg=WS[0]).double()
+    if mode == "row":
+        ref = (a.double() @ b.double().T) * sa.double() * sb.double()[None, :]
+    else:
+        ea = sa.double().repeat_interleave(128, 1)[:, :k]
+        eb = sb.double().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+        ref = torch.zeros(m, n, dtype=torch.float64, device="cuda")
+        for kb in range(0, k, 128):
+            ref += (a.double()[:, kb:kb + 128] * ea[:, kb:kb + 128]) @ (b.double()[:, kb:kb + 128]
+                                                                         * eb[:, kb:kb + 128]).T
+    err = ((y - ref).abs() / (ref.abs() + 1.0)).max().item()
+    return {"shape": f"{m}x{n}x{k}", "case": f"ws vs float64 ({mode})", "max_rel_err": err, "ok": err < 2e-2}
+
+
+def _cases(mode: str, m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
+    copies = max(2, -(-256 * 2**20 // (n * k)))
+    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    bs = [(torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn) for _ in range(copies)]
+    sa, sb = _scales(mode, m, n, k)
+    rule = config_for(m, n, k, mode, sms, interpreted=False)
+
+    def over(fn):
+        return [lambda b=b: fn(b) for b in bs]
+
+    cases = {}
+    if mode == "row":
+        cases["torch._scaled_mm"] = over(lambda b: torch._scaled_mm(a, b.t(), sa, sb.view(1, -1),
+                                                                    out_dtype=torch.bfloat16))
+    cases[f"rule ({rule.describe()})"] = over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=rule))
+    if mode == "row":
+        same = dataclasses.replace(rule, block_m=256, block_n=128, block_k=128, num_warps=8, num_stages=4)
+        if same != rule:
+            cases[f"triton {same.describe()}"] = over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=same))
+    for cfg in WS:
+        cases[cfg.describe()] = over(lambda b, cfg=cfg: launch_scaled_mm(a, b, sa, sb, cfg=cfg))
+    return cases, launch_scaled_mm(a, bs[0], sa, sb, cfg=rule)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
+    args = ap.parse_args()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    checks = []
+    for mode in ("row", "block"):
+        try:
+            checks.append(_reference_check(mode))
+        except Exception as e:
+            checks.append({"case": f"ws vs float64 ({mode})", "error": f"{type(e).__name__}: {e}"[:400]})
+        print(json.dumps(checks[-1]), flush=True)
+    rows = []
+    for mode, shapes in (("row", ROW_SHAPES), ("block", BLOCK_SHAPES)):
+        path = args.json.with_name(args.json.stem + f"-{mode}.json")
+        rows += run_shapes(shapes, lambda m, n, k, mode=mode: _cases(mode, m, n, k, sms), path, args.budget_s,
+                           lambda y, r: torch.equal(y, r), lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
+                           peers=("torch._scaled_mm",))
+    args.json.write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
+    for c in checks:
+        print(c)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""The FP8 scaled GEMM for Hopper with warp specialization, in Gluon (Triton's explicit-layout language).
+
+Why a second kernel: the Triton kernel (kernel.py) promotes the tensor core's FP8 partial into the fp32
+accumulator every BLOCK_K, and one instruction stream does it all: it waits for a K step's wgmma, adds the partial,
+then issues the next wgmma, so the tensor core idles during every promotion (s17: 0.76-0.86x `torch._scaled_mm` from
+M = 1024; cuBLAS runs a TMA producer warp beside consumer warpgroups). Triton 3.6/3.7's `warp_specialize` does not
+partition such a loop for sm_90, so the partitions are written out here:
+
+- a load partition (one warp) walks the same persistent tile sequence and keeps STAGES K steps of A (BLOCK_M rows)
+  and B (BLOCK_N rows) in flight through TMA, each stage guarded by a `ready` and an `empty` mbarrier;
+- two MMA partitions (a warpgroup each) own the upper and lower BLOCK_M / 2 rows of every tile, sharing the B
+  stage. Each K step is two wgmmas of 64 rows into a fresh fp32 partial, each added (scaled, for block scales)
+  into its fp32 accumulator once complete: while one warpgroup adds, the other's wgmma keeps the tensor core busy.
+  A stage is released when both warpgroups are done with it (`empty` counts two arrivals).
+
+The arithmetic is the Triton kernel's: per K step of BLOCK_K (128) a fresh partial in the tensor core's precision,
+added into fp32 in K order; the scales of the epilogue (tensor / row) or of each step (block) as there. So both
+kernels give the same bits wherever their K steps agree (the GPU tests compare them). Needs sm_90 and TMA-readable
+operands (K-contiguous rows, 16-byte aligned); the launch rules choose it (rules.py) and fall back to kernel.py.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+SUB_M = gl.constexpr(64)  # rows of one wgmma (a warpgroup's m64 instructions)
+WARPGROUP = gl.constexpr(4)
+
+
+@gluon.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    # Grouped order, as kernel.py: GROUP_M row tiles walk the columns together so the B tiles they share stay in L2.
+    in_group = GROUP_M * num_pid_n
+    group = tile // in_group
+    first_m = group * GROUP_M
+    size_m = gl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % size_m
+    pid_n = (tile % in_group) // size_m
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        for ki in range(k_tiles):
+            s = count % STAGES
+            # Wait until both warpgroups released this stage's previous use (a fresh barrier passes phase 1).
+            mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
+            # Rows and K columns past the edges read as zeros and count toward the transaction bytes.
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, ki * BLOCK_K], ready.index(s), a_bufs.index(s))
+            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, ki * BLOCK_K], ready.index(s), b_bufs.index(s))
+            count += 1
+
+
+@gluon.jit
+def _promote(acc, part, sa_ptr, sb_ptr, offs_m, m_mask, n_block, kb, stride_sam, stride_sak, stride_sbn, stride_sbk,
+             SCALE: gl.constexpr):
+    # SCALE 2 (block scales): the step's partial times scale_a[m, kb] * scale_b[n // 128, kb] (one 128-column weight
+    # block per tile: BLOCK_N is 128 and tiles start on block edges); else the plain fp32 sum.
+    if SCALE == 2:
+        sa = gl.load(sa_ptr + offs_m.to(gl.int64) * stride_sam + kb * stride_sak, mask=m_mask, other=0.0)
+        sb = gl.load(sb_ptr + n_block * stride_sbn + kb * stride_sbk)
+        acc = acc + part * (sa * sb)[:, None]
+    else:
+        acc = acc + part
+    return acc
+
+
+@gluon.jit
+def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m, offs_n, M, N, stride_sam,
+                stride_sbn, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr):
+    # Scales and bias in registers, then out through shared memory and a TMA store (it clips rows and columns past
+    # the edges). 64-bit pointers to each of the 64 x BLOCK_N outputs spilled (ptxas: 360 B at 168 registers).
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    if SCALE == 0:
+        acc = acc * (gl.load(sa_ptr) * gl.load(sb_ptr))
+    elif SCALE == 1:
+        sa = gl.load(sa_ptr + offs_m.to(gl.int64) * stride_sam, mask=m_mask, other=0.0)
+        sb = gl.load(sb_ptr + offs_n.to(gl.int64) * stride_sbn, mask=n_mask, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+    if HAS_BIAS:
+        acc = acc + gl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(gl.float32)[None, :]
+    tma.store_wait(pendings=0)  # this warpgroup's previous store has left the buffer
+    c_buf.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [row0, col0], c_buf)
+
+
+@gluon.jit
+def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                   stride_sam, stride_sak, stride_sbn, stride_sbk,
+                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    ROW0: gl.constexpr = HALF * (BLOCK_M // 2)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
+                                                     instr_shape=[16, BLOCK_N, 32])
+    rows: gl.constexpr = gl.SliceLayout(1, layout)
+    cols: gl.constexpr = gl.SliceLayout(0, layout)
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    part = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m0 = pid_m * BLOCK_M + ROW0 + gl.arange(0, SUB_M, layout=rows)
+        offs_m1 = offs_m0 + SUB_M
+        m_mask0 = offs_m0 < M
+        m_mask1 = offs_m1 < M
+        n_block = (pid_n * BLOCK_N) // 128
+        acc0 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+        acc1 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+        for ki in range(k_tiles):
+            s = count % STAGES
+            mbarrier.wait(ready.index(s), (count // STAGES) & 1)
+            a_tile = a_bufs.index(s)
+            b_t = b_bufs.index(s).permute((1, 0))
+            # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
+            part = warpgroup_mma(a_tile.slice(ROW0, SUB_M), b_t, part, use_acc=False, is_async=True)
+            part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+            acc0 = _promote(acc0, part, sa_ptr, sb_ptr, offs_m0, m_mask0, n_block, ki, stride_sam, stride_sak,
+                            stride_sbn, stride_sbk, SCALE)
+            part = warpgroup_mma(a_tile.slice(ROW0 + SUB_M, SUB_M), b_t, part, use_acc=False, is_async=True)
+            part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+            mbarrier.arrive(empty.index(s), count=1)
+            acc1 = _promote(acc1, part, sa_ptr, sb_ptr, offs_m1, m_mask1, n_block, ki, stride_sam, stride_sak,
+                            stride_sbn, stride_sbk, SCALE)
+            count += 1
+        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+        c_buf = c_bufs.index(HALF)
+        row0 = pid_m * BLOCK_M + ROW0
+        _store_rows(acc0, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, pid_n * BLOCK_N, offs_m0, offs_n, M, N,
+                    stride_sam, stride_sbn, SCALE, HAS_BIAS)
+        _store_rows(acc1, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0 + SUB_M, pid_n * BLOCK_N, offs_m1, offs_n, M,
+                    N, stride_sam, stride_sbn, SCALE, HAS_BIAS)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                         stride_sam, stride_sak, stride_sbn, stride_sbk,
+                         SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
+                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    gl.static_assert(BLOCK_M == 4 * SUB_M, "two warpgroups of two 64-row wgmmas")
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
+    gl.warp_specialize([
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M)),
+        (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
+    ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])
