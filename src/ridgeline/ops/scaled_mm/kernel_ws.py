@@ -71,20 +71,6 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP
 
 
 @gluon.jit
-def _promote(acc, part, sa_ptr, sb_ptr, offs_m, m_mask, n_block, kb, stride_sam, stride_sak, stride_sbn, stride_sbk,
-             SCALE: gl.constexpr):
-    # SCALE 2 (block scales): the step's partial times scale_a[m, kb] * scale_b[n // 128, kb] (one 128-column weight
-    # block per tile: BLOCK_N is 128 and tiles start on block edges); else the plain fp32 sum.
-    if SCALE == 2:
-        sa = gl.load(sa_ptr + offs_m.to(gl.int64) * stride_sam + kb * stride_sak, mask=m_mask, other=0.0)
-        sb = gl.load(sb_ptr + n_block * stride_sbn + kb * stride_sbk)
-        acc = acc + part * (sa * sb)[:, None]
-    else:
-        acc = acc + part
-    return acc
-
-
-@gluon.jit
 def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m, offs_n, M, N, stride_sam,
                 stride_sbn, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr):
     # Scales and bias in registers, then out through shared memory and a TMA store (it clips rows and columns past
@@ -129,24 +115,37 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
         offs_m1 = offs_m0 + SUB_M
         m_mask0 = offs_m0 < M
         m_mask1 = offs_m1 < M
-        n_block = (pid_n * BLOCK_N) // 128
+        if SCALE == 2:
+            # Block scales: scale_a[m, kb] for this warpgroup's rows, scale_b[n // 128, kb] for the tile (BLOCK_N is
+            # 128 and tiles start on weight-block edges: one value a step). Row pointers once a tile.
+            sa_rows0 = sa_ptr + offs_m0.to(gl.int64) * stride_sam
+            sa_rows1 = sa_ptr + offs_m1.to(gl.int64) * stride_sam
+            sb_tile = sb_ptr + ((pid_n * BLOCK_N) // 128) * stride_sbn
         acc0 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
         acc1 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
         for ki in range(k_tiles):
             s = count % STAGES
+            if SCALE == 2:  # (issued before the waits, so their latency hides behind them)
+                sb_k = gl.load(sb_tile + ki * stride_sbk)
+                s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
+                s1 = gl.load(sa_rows1 + ki * stride_sak, mask=m_mask1, other=0.0) * sb_k
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
             a_tile = a_bufs.index(s)
             b_t = b_bufs.index(s).permute((1, 0))
             # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
             part = warpgroup_mma(a_tile.slice(ROW0, SUB_M), b_t, part, use_acc=False, is_async=True)
             part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-            acc0 = _promote(acc0, part, sa_ptr, sb_ptr, offs_m0, m_mask0, n_block, ki, stride_sam, stride_sak,
-                            stride_sbn, stride_sbk, SCALE)
+            if SCALE == 2:
+                acc0 = acc0 + part * s0[:, None]
+            else:
+                acc0 = acc0 + part
             part = warpgroup_mma(a_tile.slice(ROW0 + SUB_M, SUB_M), b_t, part, use_acc=False, is_async=True)
             part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
             mbarrier.arrive(empty.index(s), count=1)
-            acc1 = _promote(acc1, part, sa_ptr, sb_ptr, offs_m1, m_mask1, n_block, ki, stride_sam, stride_sak,
-                            stride_sbn, stride_sbk, SCALE)
+            if SCALE == 2:
+                acc1 = acc1 + part * s1[:, None]
+            else:
+                acc1 = acc1 + part
             count += 1
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
         c_buf = c_bufs.index(HALF)
