@@ -57,7 +57,7 @@ def test_batch_invariance_and_determinism(mode):
     a, b, sa, sb = inputs["a"], inputs["b"], inputs["scale_a"], inputs["scale_b"]
     full = scaled_mm(a, b, sa, sb)
     assert torch.equal(full, scaled_mm(a, b, sa, sb))
-    for m in (1, 16, 64, 200, 1024):  # every launch-rule branch
+    for m in (1, 16, 33, 64, 128, 129, 200, 256, 257, 1024):  # every launch-rule branch and edge
         part = scaled_mm(a[:m], b, sa[:m] if sa.numel() > 1 else sa, sb)
         assert torch.equal(part, full[:m]), m
 

@@ -22,6 +22,20 @@ def test_rule_branches():
     assert not config_for(512, 4096, 4100, "row", interpreted=False, tma=False, aligned=False).use_tma
     assert config_for(512, 4096, 4096, "row", interpreted=False, tma=False).block_k == 64
     assert config_for(5, 5, 5, "row", interpreted=True).block_m == 32
+    assert config_for(5, 5, 5, "row", interpreted=True, ws=True).block_m == 32
+
+
+@pytest.mark.parametrize("mode", ["tensor", "row", "block"])
+def test_the_warp_specialized_kernel_where_it_can_run(mode):
+    first = 129 if mode != "block" else 257  # row / tensor from M = 129, block scales from 257
+    for m in (first, 1024, 16384):
+        cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
+        assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (256, 128, 128), (m, cfg)
+        # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
+        assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
+        assert not config_for(m, 4096, 4096, mode, interpreted=False, tma=False, ws=False).warp_specialized
+    for m in (1, 64, first - 1):
+        assert not config_for(m, 4096, 4096, mode, interpreted=False, ws=True).warp_specialized, m
     with pytest.raises(ValueError, match="mode: expected one of"):
         config_for(1, 1, 1, "blocks")
 
@@ -39,11 +53,12 @@ def test_the_k_loop_order_does_not_follow_m():
     """Batch invariance (the module docstring): a row's K loop is summed in BLOCK_K steps, so for one layout and
     mode every M must get the same BLOCK_K (the tile, stages and deferred rescale may change; none moves a bit)."""
     for mode in ("tensor", "row", "block"):
-        for tma, aligned in ((True, True), (False, True), (True, False), (False, False)):
+        for tma, aligned, ws in ((True, True, False), (True, True, True), (False, True, False), (True, False, False),
+                                 (False, False, False)):
             for n, k in ((4096, 4096), (8192, 8192), (1024, 14336)):
-                steps = {config_for(m, n, k, mode, interpreted=False, tma=tma, aligned=aligned).block_k
+                steps = {config_for(m, n, k, mode, interpreted=False, tma=tma, aligned=aligned, ws=ws).block_k
                          for m in (1, 16, 64, 65, 128, 256, 257, 1024, 8192)}
-                assert len(steps) == 1, (mode, tma, aligned, n, k, steps)
+                assert len(steps) == 1, (mode, tma, aligned, ws, n, k, steps)
 
 
 def test_candidates_fit_shared_memory():

@@ -38,7 +38,7 @@ from ridgeline.ops.scaled_mm.kernel import (
     _quant_per_token_kernel,
     _scaled_mm_kernel,
 )
-from ridgeline.ops.scaled_mm.launch_ws import launch_ws, ws_supported
+from ridgeline.ops.scaled_mm.launch_ws import launch_ws, ws_call, ws_supported
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for, per_group_config, per_token_config
 
 FP8 = torch.float8_e4m3fn
@@ -143,7 +143,8 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     tma_layout = _tma_ok(a) and _tma_ok(b)
     if cfg is None:
         aligned = all(st % 16 == 0 or st == 1 for st in (*a.stride(), *b.stride()))
-        cfg = config_for(m, n, k, mode, multiprocessor_count(a.device), tma=tma_layout, aligned=aligned)
+        ws = tma_layout and a.dtype == FP8 and ws_call(a.device, out_dtype, n)
+        cfg = config_for(m, n, k, mode, multiprocessor_count(a.device), tma=tma_layout, aligned=aligned, ws=ws)
     if mode == "block" and (cfg.block_k > BLOCK_SCALE or BLOCK_SCALE % cfg.block_k):
         raise ValueError(f"cfg: {cfg.describe()}: block scales need BLOCK_K dividing {BLOCK_SCALE}")
     use_tma = cfg.use_tma and not _INTERPRETED and tma_layout

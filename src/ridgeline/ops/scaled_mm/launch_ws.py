@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ridgeline.lib.launch import interpreter_enabled
 from ridgeline.ops.scaled_mm.rules import TileConfig
 
 # Registers a thread: the kernel starts at LAUNCH_REGS in all 12 warps (3 warpgroups x 4 x 32 threads x 168 fill
@@ -12,8 +13,20 @@ LAUNCH_REGS, MMA_REGS, LOAD_REGS = 168, 232, 40
 _OUT_GL = {}
 
 
+def ws_device(device: torch.device) -> bool:
+    """A Hopper GPU (sm_90: wgmma is Hopper's alone), not the interpreter."""
+    return (device.type == "cuda" and not interpreter_enabled()
+            and torch.cuda.get_device_capability(device)[0] == 9)
+
+
+def ws_call(device: torch.device, out_dtype: torch.dtype, n: int) -> bool:
+    """What the launch rules may assume of a call whose fp8 operands are TMA-readable: the kernel runs here and
+    its output (16-bit, N columns, allocated contiguous) has rows a TMA store can address."""
+    return out_dtype in (torch.bfloat16, torch.float16) and (2 * n) % 16 == 0 and ws_device(device)
+
+
 def ws_supported(cfg: TileConfig, a: torch.Tensor, y: torch.Tensor, mode: str) -> bool:
-    """Whether the Gluon kernel takes this call: a CUDA sm_90+ device (not the interpreter), the tile it is written
+    """Whether the Gluon kernel takes this call: a CUDA sm_90 device (not the interpreter), the tile it is written
     for (256 rows of two warpgroups, BLOCK_K 128, a 128-column tile in block mode) and a 16-bit output whose rows a
     TMA store can address (16-byte aligned: N a multiple of 8). The caller has checked the operands for TMA."""
     if not (cfg.warp_specialized and a.is_cuda and y.dtype in (torch.bfloat16, torch.float16)):
@@ -22,7 +35,7 @@ def ws_supported(cfg: TileConfig, a: torch.Tensor, y: torch.Tensor, mode: str) -
         return False
     if (y.stride(0) * y.element_size()) % 16 or y.data_ptr() % 16:
         return False
-    return torch.cuda.get_device_capability(a.device)[0] >= 9
+    return ws_device(a.device)
 
 
 def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
@@ -51,3 +64,55 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
             a_desc, b_desc, c_desc, sa, sb, bias if bias is not None else y, m, n, k, sam, sak, sbn, sbk,
             SCALE=scale_code, HAS_BIAS=bias is not None, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
             MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS, num_warps=4, maxnreg=LAUNCH_REGS)
+
+
+def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False) -> dict:
+    """Compile the Gluon kernel ahead of time for sm_90 with Triton's bundled ptxas, no GPU needed (run it
+    without the CPU interpreter): shared memory, ptxas' spill bytes and SASS counts of what makes the kernel
+    (QGMMA: fp8 wgmma; USETMAXREG: the warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
+    import inspect
+    import re
+    from collections import Counter
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
+    from ridgeline.profile.sass import ptxas_usage, run_tool, tool_path
+
+    bm, bn, bk = 256, 128, 128
+    layouts = {"a_desc": ([bm, bk], gl.float8e4nv, "fp8e4nv"), "b_desc": ([bn, bk], gl.float8e4nv, "fp8e4nv"),
+               "c_desc": ([int(SUB_M), bn], gl.bfloat16, "bf16")}
+    consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": MMA_REGS,
+              "LOAD_REGS": LOAD_REGS}
+    names = list(inspect.signature(_scaled_mm_ws_kernel.fn).parameters)
+    sig: dict[str, str] = {}
+    for name in names:
+        if name in layouts:
+            block, dtype, text = layouts[name]
+            layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
+            sig[name] = f"tensordesc<{text}[{block[0]}, {block[1]}],{layout!r}>"
+        else:
+            sig[name] = ("constexpr" if name in consts else "*bf16" if name == "bias_ptr"
+                         else "*fp32" if name in ("sa_ptr", "sb_ptr") else "i32")
+    src = GluonASTSource(_scaled_mm_ws_kernel, sig, {(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4, "maxnreg": LAUNCH_REGS})
+    out: dict = {"shared": kernel.metadata.shared}
+    with TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        ptx.write_text(kernel.asm["ptx"])
+        cubin.write_bytes(kernel.asm["cubin"])
+        usage = ptxas_usage(ptx, 90)
+        out["spill_stores_bytes"] = usage.get("spill_stores_bytes")
+        out["spill_loads_bytes"] = usage.get("spill_loads_bytes")
+        tool = tool_path("cuobjdump")
+        sass = run_tool([tool, "-sass", str(cubin)]).stdout if tool else ""
+    ops = Counter(op.split(".")[0] for op in re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)",
+                                                          sass, re.M))
+    out["sass"] = {op: ops[op] for op in ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS")}
+    return out

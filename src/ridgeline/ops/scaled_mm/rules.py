@@ -80,6 +80,7 @@ class Call:
     interpreted: bool = False
     tma: bool = True  # both operands TMA-addressable (K-contiguous rows, 16-byte aligned strides and bases)
     aligned: bool = True  # every operand stride a multiple of 16 bytes (else byte-wide loads)
+    ws: bool = False  # the Gluon kernel can take it: sm_90, fp8 TMA operands, a 16-bit output with 16-B rows
 
 
 @dataclass(frozen=True)
@@ -93,13 +94,15 @@ class Rule:
     interpreted: bool | None = None
     tma: bool | None = None
     aligned: bool | None = None
+    ws: bool | None = None
     adjust: Callable[[TileConfig, Call], TileConfig] | None = None
 
     def matches(self, c: Call) -> bool:
         return ((self.max_m is None or c.m <= self.max_m) and (self.modes is None or c.mode in self.modes)
                 and (self.interpreted is None or c.interpreted == self.interpreted)
                 and (self.tma is None or c.tma == self.tma)
-                and (self.aligned is None or c.aligned == self.aligned))
+                and (self.aligned is None or c.aligned == self.aligned)
+                and (self.ws is None or c.ws == self.ws))
 
 
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
@@ -112,6 +115,10 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
         bn //= 2
     return replace(cfg, block_n=bn)
 
+
+# The Gluon kernel's tile: 256 rows (two warpgroups of 128), BLOCK_K 128 (the Triton tiles' K steps: the same bits),
+# 3 stages. num_warps is what the Triton kernel would take it with (the Gluon launch has its own warps).
+WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
 
 # Block mode keeps BLOCK_K = 128 (one scale group per K step) and N tiles of at most 128: the partial product and
 # the accumulator both live in registers (2 x 64 fp32 a thread at 128x128 over 8 warps).
@@ -132,6 +139,11 @@ GEMM_RULES: tuple[Rule, ...] = (
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
+    # The warp-specialized kernel (kernel_ws.py) where it can run (measured on an H100 in s24, the lent machine of
+    # that call, h100-fp8-ws-s24.json: graph timings over weight copies, the same bits as the rules' tiles): block
+    # scales 1.17-1.56x the deferred 128x128 rule at M = 512-8192 (4096^3 235 vs 292 us, 512x6144x4096 55 vs 86).
+    Rule(WS_TILE, "block scales, M > 256, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups "
+         "that promote in turn): 1.17-1.56x the Triton tile (H100, s24)", modes=("block",), ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 3, defer_scale=True), "block scales, large M: 128x128 keeps partial + "
          "accumulator in registers; deferred, 3 stages (4 spill 44 B): 1.01-1.02x the old rule", modes=("block",),
          adjust=fill_the_gpu),
@@ -147,7 +159,15 @@ GEMM_RULES: tuple[Rule, ...] = (
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
          "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
-         "are covered", max_m=256, adjust=fill_the_gpu),
+         "are covered", max_m=128, adjust=fill_the_gpu),
+    # Row / tensor scales on sm_90 (H100, s24, h100-fp8-ws-s24.json): the warp-specialized kernel 1.05-1.62x the
+    # Triton rules at every timed shape from M = 256 (256x10240x8192 49 vs 79 us, 2048x4096x4096 56 vs 89,
+    # 4096^3 110 vs 143) and 0.95-1.27x torch._scaled_mm (cuBLAS) beside it, where the Triton tile made 0.72-0.89x.
+    # 3 stages and 4 were within 4 % either way (7 of 9 shapes); 3 leaves shared memory to spare.
+    Rule(WS_TILE, "M > 128, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups that promote in "
+         "turn): 1.05-1.62x the Triton tiles, 0.95-1.27x cuBLAS (H100, s24)", ws=True),
+    Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M without the Gluon kernel: 128x128 tiles, 4 stages",
+         max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
     # compiles to 255 registers and spills 208/212 B in the main loop at sm_90, and the H200 sweep lost 25-30%
     # against the fast-accumulation run it was tuned on (h200-bench-scaled_mm-row-sweep.json, s16). 256x128 over 8
@@ -160,11 +180,11 @@ GEMM_RULES: tuple[Rule, ...] = (
 
 
 def config_for(m: int, n: int, k: int, mode: str, sms: int = 132, interpreted: bool | None = None,
-               tma: bool = True, aligned: bool = True) -> TileConfig:
-    """The first rule that matches the call."""
+               tma: bool = True, aligned: bool = True, ws: bool = False) -> TileConfig:
+    """The first rule that matches the call (ws: the Gluon kernel could take it, see Call.ws)."""
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-    call = Call(m, n, k, mode, sms, _INTERPRETED if interpreted is None else interpreted, tma, aligned)
+    call = Call(m, n, k, mode, sms, _INTERPRETED if interpreted is None else interpreted, tma, aligned, ws)
     for rule in GEMM_RULES:
         if rule.matches(call):
             return rule.adjust(rule.then, call) if rule.adjust else rule.then

@@ -218,10 +218,16 @@ class ScaledMMSpec(OpSpec):
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
         from ridgeline.lib.launch import multiprocessor_count
+        from ridgeline.ops.scaled_mm.launch_ws import ws_call
         from ridgeline.ops.scaled_mm.rules import config_for
 
         m, n, k = case.shape
-        cfg = config_for(m, n, k, parse_variant(case.variant)["mode"], multiprocessor_count(torch.device(device)))
+        v = parse_variant(case.variant)
+        dev = torch.device(device)
+        tma = k % 16 == 0 and not v["nmajor"]  # the inputs this spec makes: K-contiguous rows unless N-major
+        ws = tma and ws_call(dev, v["out_dtype"], n)
+        aligned = k % 16 == 0 and (n % 16 == 0 or not v["nmajor"])
+        cfg = config_for(m, n, k, v["mode"], multiprocessor_count(dev), tma=tma, aligned=aligned, ws=ws)
         return {"config": cfg.describe()}
 
 

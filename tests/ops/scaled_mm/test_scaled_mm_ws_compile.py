@@ -1,0 +1,45 @@
+"""The warp-specialized FP8 GEMM (Gluon, kernel_ws.py) compiles for sm_90 on a machine without a GPU, with this
+Triton and (where RIDGELINE_OLDEST_TRITON names it, as in CI) the oldest one we support: Gluon is Triton's
+experimental layer and its API moves between releases, so this is what tells a Triton bump broke the kernel the
+H100/H200 rules pick from M = 129. Compiled in a child process without the CPU interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+OLDEST_TRITON_PATH = os.environ.get("RIDGELINE_OLDEST_TRITON", "")  # as tests/ops/test_compile_sm90.py reads it
+
+CHILD = ("import json; from ridgeline.ops.scaled_mm.launch_ws import compile_for_sm90; "
+         "print(json.dumps([compile_for_sm90(s, 3, b) for s, b in ((0, False), (1, True), (2, False))]))")
+
+
+def _compile(prefix: str | None) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if prefix:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (prefix, env.get("PYTHONPATH", "")) if p)
+    res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("triton_path", ["this", "oldest"])
+def test_ws_kernel_compiles_for_sm90(triton_path):
+    if triton_path == "oldest" and not OLDEST_TRITON_PATH:
+        pytest.skip("RIDGELINE_OLDEST_TRITON not set (CI sets it)")
+    results = _compile(OLDEST_TRITON_PATH if triton_path == "oldest" else None)
+    for mode, r in zip(("tensor", "row+bias", "block"), results):
+        # 3 stages of 256x128 A + 128x128 B and two 64x128 bf16 output buffers fit the 227 KB a block may take
+        assert r["shared"] <= 227 * 1024, (mode, r)
+        sass = r["sass"]
+        # Per K step each MMA warpgroup issues two m64 wgmmas of 4 k32 instructions (8 in the loop), the load warp
+        # two TMA loads, each warpgroup one TMA store an output half (2 halves), and the warps trade registers.
+        assert sass["QGMMA"] >= 8 and sass["UTMALDG"] >= 2 and sass["UTMASTG"] >= 2, (mode, sass)
+        assert sass["USETMAXREG"] >= 2 and sass["SYNCS"] > 0, (mode, sass)
+    # Per-tensor scales keep every register (the spills of the row and block epilogues are in gemm.md).
+    assert results[0]["spill_stores_bytes"] == 0, results[0]
