@@ -1,0 +1,146 @@
+"""The warp-specialized attention forward (ops/attention/kernel_ws.py, Gluon) beside the rule's Triton forward and
+SDPA's cuDNN and flash backends: first against a float64 reference at shapes that cut its tiles (S not a multiple
+of 128, S_q != S_k both ways, GQA, D = 64, fp16, rows that see no key), then graph-timed at the issue's shapes.
+Prints a table last and writes every check and timing to JSON as it goes.
+
+  python3 scripts/device/attn_ws.py --json OUT.json [--budget-s 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from ridgeline.harness.timing import time_graph  # noqa: E402
+from ridgeline.ops.attention.launch import attention  # noqa: E402
+from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported  # noqa: E402
+
+CHECKS = [  # (B, S_q, S_k, H, H_kv, D, causal, dtype)
+    (2, 1000, 1000, 4, 4, 128, True, torch.bfloat16), (2, 1000, 1000, 4, 4, 128, False, torch.bfloat16),
+    (1, 300, 1000, 4, 2, 128, True, torch.bfloat16), (1, 1000, 300, 4, 1, 128, True, torch.bfloat16),
+    (3, 257, 129, 8, 2, 64, False, torch.bfloat16), (2, 640, 640, 4, 4, 64, True, torch.float16),
+    (1, 1, 77, 2, 2, 128, False, torch.bfloat16), (2, 128, 128, 2, 2, 128, True, torch.bfloat16),
+]
+SHAPES = [  # (B, S, H, H_kv, D, causal)
+    (4, 4096, 32, 32, 128, False), (4, 4096, 32, 32, 128, True), (2, 8192, 32, 32, 128, False),
+    (2, 8192, 32, 32, 128, True), (8, 2048, 32, 32, 128, True), (16, 1024, 32, 32, 128, True),
+    (4, 4096, 32, 8, 128, True), (4, 4096, 32, 32, 64, True), (4, 4096, 32, 32, 64, False),
+]
+
+
+def _ws(q, k, v, causal, stages=2, lse=True):
+    out = torch.empty_like(q)
+    lse_t = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages)
+    return out, lse_t
+
+
+def _reference(q, k, v, causal):
+    """float64 softmax(q k^T / sqrt(D)) v, bottom-right causal, GQA; lse natural; rows with no key: 0 / -inf."""
+    b, sq, h, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
+    kd = kd.repeat_interleave(h // hkv, 1)
+    vd = vd.repeat_interleave(h // hkv, 1)
+    s = qd @ kd.transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), 0.0, lse)[..., None])
+    out = (p @ vd).transpose(1, 2)
+    return out, lse
+
+
+def _check(b, sq, sk, h, hkv, d, causal, dtype) -> dict:
+    g = torch.Generator(device="cuda").manual_seed(sq * 7 + sk)
+    q, k, v = (torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv),
+                                                                                         (sk, hkv)))
+    rec = {"case": f"B{b} Sq{sq} Sk{sk} H{h}/{hkv} D{d} {'causal' if causal else 'full'} {str(dtype)[6:]}"}
+    rec["supported"] = ws_supported(q, k, v, False, -1, 0 if causal else -1)
+    out, lse = _ws(q, k, v, causal)
+    ref, ref_lse = _reference(q, k, v, causal)
+    rule = attention(q, k, v, causal=causal)
+    err = (out.double() - ref).abs()
+    bound = 2e-2 + 2e-2 * ref.abs()
+    lse_ok = torch.equal(torch.isinf(lse), torch.isinf(ref_lse)) and bool(
+        ((lse.double() - ref_lse).abs()[~torch.isinf(ref_lse)] <= 1e-3).all())
+    rec.update(max_err=err.max().item(), rule_max_err=(rule.double() - ref).abs().max().item(),
+               finite=bool(torch.isfinite(out).all()), lse_ok=lse_ok, ok=bool((err <= bound).all()) and lse_ok)
+    return rec
+
+
+def _time(label, fns, budget, flops) -> dict:
+    rec = {"shape": label[0], "case": label[1]}
+    try:
+        fns[0]()
+        t = time_graph(fns, budget)
+        rec.update(us=t.median_us, iqr_us=t.iqr_us, tflops=flops / t.median_us / 1e6)
+    except Exception as e:
+        rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    print(json.dumps(rec), flush=True)
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=0.3)
+    args = ap.parse_args()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    checks, rows = [], []
+    for c in CHECKS:
+        try:
+            checks.append(_check(*c))
+        except Exception as e:
+            checks.append({"case": str(c), "error": f"{type(e).__name__}: {e}"[:400]})
+        print(json.dumps(checks[-1]), flush=True)
+        args.json.write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
+    for b, s, h, hkv, d, causal in SHAPES:
+        q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+        flops = 4 * b * h * s * s * d / (2 if causal else 1)
+        label = f"B{b} S{s} H{h}/{hkv} D{d} {'causal' if causal else 'full'}"
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        gqa = {"enable_gqa": True} if hkv != h else {}
+        cases = {
+            "rule (triton)": lambda: attention(q, k, v, causal=causal),
+            "ws s2": lambda: _ws(q, k, v, causal, 2, False)[0],
+            "ws s3": lambda: _ws(q, k, v, causal, 3, False)[0],
+        }
+        for name, backend in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
+            def sdpa(backend=backend):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **gqa)
+            cases[name] = sdpa
+        ref = cases["rule (triton)"]()
+        for name, fn in cases.items():
+            rec = _time((label, name), [fn], args.budget_s, flops)
+            if name.startswith("ws") and "error" not in rec:
+                rec["max_diff_vs_rule"] = (fn().float() - ref.float()).abs().max().item()
+            rows.append(rec)
+            args.json.write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
+        del q, k, v
+        torch.cuda.empty_cache()
+    print(f"\n{'shape':34} {'case':16} {'us':>9} {'TFLOP/s':>8}")
+    for r in rows:
+        print(f"{r['shape']:34} {r['case']:16} {r.get('us', float('nan')):9.1f} {r.get('tflops', 0):8.1f} "
+              f"{r.get('error', '')[:50]}{r.get('max_diff_vs_rule', '')}")
+    for c in checks:
+        print(c)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""The attention forward for Hopper with warp specialization, in Gluon (Triton's explicit-layout language): a
+candidate beside kernel.py's `_attn_fwd`, for dense [B, S, H, D] batches without a left window (full or causal).
+
+Why: kernel.py's forward reaches 0.69-0.88x cuDNN at D = 128 (s17-s23). One instruction stream there issues the
+loads, both GEMMs and the softmax, so the tensor core waits while the softmax runs. Here (FlashAttention-3's split,
+written out as Gluon partitions):
+
+- a load partition (one warp) brings Q once and then K and V tiles of BLOCK_N keys into a STAGES-deep ring by TMA,
+  each tile guarded by its own `ready` mbarrier (S = QK^T may start before V lands) and a shared `empty` one;
+- two MMA partitions (a warpgroup each) own the upper and lower BLOCK_M / 2 rows of the query tile: S by wgmma
+  from shared memory, the online softmax in registers, P handed to the second wgmma as a register operand (no trip
+  through shared memory). While one warpgroup runs its softmax the other's wgmmas keep the tensor core busy.
+
+The arithmetic is kernel.py's: scores in base 2 with the scale folded into one FMA, the row maximum tracked from
+-inf (a row with nothing visible keeps 0 and writes out = 0, lse = -inf), P rounded to the input dtype before the
+second GEMM, fp32 accumulation. Rows are 2-D TMA views of [B * S, H * D]: a tile may read past its sequence's
+last key into the next sequence's, and those columns are masked (p = 0 times finite values); rows past the tensor
+arrive as zeros. Output goes out through masked pointer stores (a TMA store of the view would cross sequences).
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+WARPGROUP = gl.constexpr(4)
+LN2 = gl.constexpr(0.6931471805599453)
+
+
+@gluon.jit
+def _tile(seq_q, H, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    # (query tile, batch, head). Causal: the longest rows first (they have the most keys), so the last wave is short.
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.cdiv(seq_q, BLOCK_M) - 1 - pid_m
+    bh = gl.program_id(1)
+    return pid_m, bh // H, bh % H
+
+
+@gluon.jit
+def _key_end(m0, seq_q, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    # Keys any row of the tile sees: all of them, or (causal, bottom-right aligned) up to the last row's diagonal.
+    hi = seq_k
+    if CAUSAL:
+        hi = gl.minimum(seq_k, gl.maximum(gl.minimum(m0 + BLOCK_M, seq_q) + seq_k - seq_q, 0))
+    return hi
+
+
+@gluon.jit
+def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty,
+                    seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    pid_m, b, h = _tile(seq_q, H, BLOCK_M, CAUSAL)
+    m0 = pid_m * BLOCK_M
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [b * seq_q + m0, h * HEAD_D], q_bar, q_smem)
+    kv_row = b * seq_k
+    kv_col = (h // GROUP) * HEAD_D
+    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    for it in range(n_tiles):
+        s = it % STAGES
+        # Both warpgroups released this slot's previous tile (a fresh barrier passes phase 1).
+        mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [kv_row + it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [kv_row + it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
+
+
+@gluon.jit
+def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
+                   s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
+                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_smem.type.shape[0]
+    HEAD_D: gl.constexpr = q_smem.type.shape[1]
+    BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    ROWS: gl.constexpr = BLOCK_M // 2
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
+                                                       instr_shape=[16, HEAD_D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    s_rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    pid_m, b, h = _tile(seq_q, H, BLOCK_M, CAUSAL)
+    m0 = pid_m * BLOCK_M
+    row0 = m0 + HALF * ROWS
+    shift = seq_k - seq_q
+    offs_m = row0 + gl.arange(0, ROWS, layout=s_rows)
+    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    # Key tiles below `full` are visible from every row of this warpgroup: no mask arithmetic there.
+    full = seq_k
+    if CAUSAL:
+        full = gl.minimum(seq_k, gl.maximum(row0 + shift + 1, 0))
+
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, s_rows)
+    l_i = gl.zeros([ROWS], gl.float32, s_rows)
+    acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    mbarrier.wait(q_bar, 0)
+    q_tile = q_smem.slice(HALF * ROWS, ROWS)
+    for it in range(n_tiles):
+        s = it % STAGES
+        phase = (it // STAGES) & 1
+        mbarrier.wait(k_ready.index(s), phase)
+        sc = warpgroup_mma(q_tile, k_bufs.index(s).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+        n0 = it * BLOCK_N
+        if n0 + BLOCK_N > full:
+            offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            ok = offs_n[None, :] < seq_k
+            if CAUSAL:
+                ok = ok & (offs_n[None, :] <= offs_m[:, None] + shift)
+            sc = gl.where(ok, sc, float("-inf"))
+        # scale > 0: max(s) * scale = max(s * scale), and s * scale - m is one FMA an element
+        m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)
+        m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
+        p = gl.exp2(sc * qk_scale - m_sub[:, None])
+        alpha = gl.exp2(m_i - m_sub)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        m_i = m_new
+        acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+        p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        mbarrier.wait(v_ready.index(s), phase)
+        acc = warpgroup_mma(p_op, v_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(kv_empty.index(s), count=1)
+
+    empty = l_i == 0.0
+    l_safe = gl.where(empty, 1.0, l_i)
+    out = acc / gl.convert_layout(l_safe, o_rows)[:, None]
+    offs_mo = row0 + gl.arange(0, ROWS, layout=o_rows)
+    offs_d = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
+    base = out_ptr + b.to(gl.int64) * s_ob + h.to(gl.int64) * s_oh
+    ptrs = base + offs_mo.to(gl.int64)[:, None] * s_os + offs_d[None, :]
+    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(offs_mo < seq_q)[:, None])
+    if STORE_LSE:
+        lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
+        gl.store(lse_ptr + b.to(gl.int64) * s_lb + h.to(gl.int64) * s_lh + offs_m, lse, mask=offs_m < seq_q)
+
+
+@gluon.jit
+def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, GROUP,
+                 qk_scale, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
+                 MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    gl.static_assert(BLOCK_M == 2 * 64, "two warpgroups of one 64-row wgmma each")
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [BLOCK_M, HEAD_D], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BLOCK_N, HEAD_D], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BLOCK_N, HEAD_D], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=2)  # both MMA warpgroups release a slot
+    gl.warp_specialize([
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
+                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
+                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE)),
+        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty,
+                           seq_q, seq_k, H, GROUP, CAUSAL)),
+    ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -1,0 +1,107 @@
+"""Host side of the warp-specialized attention forward (kernel_ws.py): when it can run, its TMA views, its launch,
+and its ahead-of-time compile for sm_90 (no GPU needed)."""
+
+from __future__ import annotations
+
+import torch
+
+from ridgeline.lib.launch import interpreter_enabled
+
+# Registers a thread: 12 warps start at LAUNCH_REGS (3 warpgroups x 128 threads x 168 fill an SM's 64K); the load
+# warp's warpgroup then gives its registers to the two MMA warpgroups (S, P and O of 64 rows each live there).
+LAUNCH_REGS, MMA_REGS, LOAD_REGS = 168, 232, 40
+BLOCK_M, BLOCK_N = 128, 128
+LOG2E = 1.4426950408889634
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """[B, S, H, D] with rows of H * D elements back to back: a 2-D [B * S, H * D] view exists for TMA."""
+    b, s, h, d = t.shape
+    return (t.stride(3) == 1 and t.stride(2) == d and t.stride(1) == h * d and (b == 1 or t.stride(0) == s * h * d)
+            and (h * d * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0)
+
+
+def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, left: int, right: int) -> bool:
+    """Whether the Gluon forward takes this call: sm_90 (wgmma is Hopper's alone), not the interpreter, dense
+    batches (no cu_seqlens), full or causal attention (no left window, right 0 or none), D 64 or 128, 16-bit."""
+    if varlen or left >= 0 or right > 0 or not q.is_cuda or interpreter_enabled():
+        return False
+    if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in (64, 128):
+        return False
+    if not all(_dense(t) for t in (q, k, v)):
+        return False
+    return torch.cuda.get_device_capability(q.device)[0] == 9
+
+
+def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+              scale: float, causal: bool, store_lse: bool, stages: int = 2) -> None:
+    """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
+
+    b, seq_q, h, d = q.shape
+    seq_k, hkv = k.shape[1], k.shape[2]
+    el = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+
+    def view(t: torch.Tensor, rows: int) -> TensorDescriptor:
+        flat = t.as_strided((t.shape[0] * t.shape[1], t.shape[2] * d), (t.shape[2] * d, 1))
+        block = [rows, d]
+        return TensorDescriptor(flat, list(flat.shape), [flat.stride(0), 1], block,
+                                gl.NVMMASharedLayout.get_default_for(block, el))
+
+    with torch.cuda.device(q.device):
+        _attn_fwd_ws[(-(-seq_q // BLOCK_M), b * h)](
+            view(q, BLOCK_M), view(k, BLOCK_N), view(v, BLOCK_N), out, lse, out.stride(0), out.stride(1),
+            out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv, scale * LOG2E,
+            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS,
+            num_warps=4, maxnreg=LAUNCH_REGS)
+
+
+def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2) -> dict:
+    """Compile the Gluon forward ahead of time for sm_90 with Triton's bundled ptxas (run it without the CPU
+    interpreter): shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register
+    hand-over; UTMALDG: TMA loads; SYNCS: mbarriers)."""
+    import inspect
+    import re
+    from collections import Counter
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
+    from ridgeline.profile.sass import ptxas_usage, run_tool, tool_path
+
+    blocks = {"q_desc": BLOCK_M, "k_desc": BLOCK_N, "v_desc": BLOCK_N}
+    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "MMA_REGS": MMA_REGS, "LOAD_REGS": LOAD_REGS}
+    names = list(inspect.signature(_attn_fwd_ws.fn).parameters)
+    sig: dict[str, str] = {}
+    for name in names:
+        if name in blocks:
+            layout = gl.NVMMASharedLayout.get_default_for([blocks[name], head_d], gl.bfloat16)
+            sig[name] = f"tensordesc<bf16[{blocks[name]}, {head_d}],{layout!r}>"
+        else:
+            sig[name] = ("constexpr" if name in consts else "*bf16" if name == "out_ptr" else "*fp32"
+                         if name == "lse_ptr" else "fp32" if name == "qk_scale" else "i32")
+    src = GluonASTSource(_attn_fwd_ws, sig, {(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4, "maxnreg": LAUNCH_REGS})
+    out: dict = {"shared": kernel.metadata.shared}
+    with TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        ptx.write_text(kernel.asm["ptx"])
+        cubin.write_bytes(kernel.asm["cubin"])
+        usage = ptxas_usage(ptx, 90)
+        out["spill_stores_bytes"] = usage.get("spill_stores_bytes")
+        out["spill_loads_bytes"] = usage.get("spill_loads_bytes")
+        tool = tool_path("cuobjdump")
+        sass = run_tool([tool, "-sass", str(cubin)]).stdout if tool else ""
+    ops = Counter(op.split(".")[0] for op in re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)",
+                                                          sass, re.M))
+    out["sass"] = {op: ops[op] for op in ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU")}
+    return out
