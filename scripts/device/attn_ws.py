@@ -79,6 +79,26 @@ def _check(b, sq, sk, h, hkv, d, causal, dtype) -> dict:
     return rec
 
 
+def _cases(q, k, v, causal) -> dict:
+    """The candidates at one shape: the rule's Triton forward, the Gluon one on 2 and 3 stages, SDPA's cuDNN and
+    flash backends (on [B, H, S, D] views of the same tensors)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    gqa = {"enable_gqa": True} if k.shape[2] != q.shape[2] else {}
+
+    def sdpa(backend):
+        def run():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **gqa)
+        return run
+
+    return {"rule (triton)": lambda: attention(q, k, v, causal=causal),
+            "ws s2": lambda: _ws(q, k, v, causal, 2, False)[0],
+            "ws s3": lambda: _ws(q, k, v, causal, 3, False)[0],
+            "sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+
+
 def _time(label, fns, budget, flops) -> dict:
     rec = {"shape": label[0], "case": label[1]}
     try:
@@ -96,8 +116,6 @@ def main() -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3)
     args = ap.parse_args()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     checks, rows = [], []
     for c in CHECKS:
         try:
@@ -112,18 +130,7 @@ def main() -> int:
         v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
         flops = 4 * b * h * s * s * d / (2 if causal else 1)
         label = f"B{b} S{s} H{h}/{hkv} D{d} {'causal' if causal else 'full'}"
-        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-        gqa = {"enable_gqa": True} if hkv != h else {}
-        cases = {
-            "rule (triton)": lambda: attention(q, k, v, causal=causal),
-            "ws s2": lambda: _ws(q, k, v, causal, 2, False)[0],
-            "ws s3": lambda: _ws(q, k, v, causal, 3, False)[0],
-        }
-        for name, backend in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
-            def sdpa(backend=backend):
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **gqa)
-            cases[name] = sdpa
+        cases = _cases(q, k, v, causal)
         ref = cases["rule (triton)"]()
         for name, fn in cases.items():
             rec = _time((label, name), [fn], args.budget_s, flops)
