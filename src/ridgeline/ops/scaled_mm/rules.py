@@ -108,8 +108,9 @@ class Rule:
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
     """Narrow the N tile (down to 32, or 64 for 128-row tiles) while the tiles cover fewer than half the SMs: at
     small M every SM must stream its share of the weight. (Half, not all: at M = 64, N = 8192 the H200 ran 128
-    tiles of 64x64 1.49x faster than 256 tiles of 64x32, h200-tune-scaled_mm-s17.json; narrower tiles re-read
-    the activations and issue smaller wgmmas.)"""
+    tiles of 64x64 1.49x faster than 256 tiles of 64x32, `git show
+    c25cf61:docs/results/h200-tune-scaled_mm-s17.json`; narrower tiles re-read the activations and issue smaller
+    wgmmas.)"""
     bn, floor = cfg.block_n, 32 if cfg.block_m <= 64 else 64
     while bn > floor and 2 * -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
         bn //= 2
@@ -170,10 +171,12 @@ GEMM_RULES: tuple[Rule, ...] = (
          max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
     # compiles to 255 registers and spills 208/212 B in the main loop at sm_90, and the H200 sweep lost 25-30%
-    # against the fast-accumulation run it was tuned on (h200-bench-scaled_mm-row-sweep.json, s16). 256x128 over 8
-    # warps (two warpgroups of 128x128) compiles to 252 registers, no spills; with fast accumulation it had timed
-    # within 2-5% of 128x256. Timed with promotion (h200-tune-scaled_mm-s17.json): 256x128 the best tile from M =
-    # 1024, 4 stages 1.02-1.03x over 3; 128x256 3-4% behind.
+    # against the fast-accumulation run it was tuned on (s16: `git show
+    # 2248204:docs/results/h200-bench-scaled_mm-row-sweep.json`). 256x128 over 8 warps (two warpgroups of 128x128)
+    # compiles to 252 registers, no spills; with fast accumulation it had timed within 2-5% of 128x256. Timed with
+    # promotion (`git show c25cf61:docs/results/h200-tune-scaled_mm-s17.json`): 256x128 the best tile from M = 1024,
+    # 4 stages 1.02-1.03x over 3; 128x256 3-4% behind. (Where the Gluon kernel runs, above, this is its fallback:
+    # an fp32 output, an N whose output rows TMA cannot address, not sm_90.)
     Rule(TileConfig(256, 128, 128, 8, 8, 4), "large M: 256x128 tiles (compute-bound), 4 stages (192 KB), "
          "spill-free with the promoted accumulator (128x256 spills)"),
 )
