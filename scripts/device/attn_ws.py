@@ -28,6 +28,8 @@ CHECKS = [  # (B, S_q, S_k, H, H_kv, D, causal, dtype)
     (1, 300, 1000, 4, 2, 128, True, torch.bfloat16), (1, 1000, 300, 4, 1, 128, True, torch.bfloat16),
     (3, 257, 129, 8, 2, 64, False, torch.bfloat16), (2, 640, 640, 4, 4, 64, True, torch.float16),
     (1, 1, 77, 2, 2, 128, False, torch.bfloat16), (2, 128, 128, 2, 2, 128, True, torch.bfloat16),
+    (2, 1000, 1000, 4, 4, 128, True, torch.bfloat16, 3), (3, 257, 129, 8, 2, 64, False, torch.bfloat16, 3),
+    (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True),
 ]
 SHAPES = [  # (B, S, H, H_kv, D, causal)
     (4, 4096, 32, 32, 128, False), (4, 4096, 32, 32, 128, True), (2, 8192, 32, 32, 128, False),
@@ -61,13 +63,19 @@ def _reference(q, k, v, causal):
     return out, lse
 
 
-def _check(b, sq, sk, h, hkv, d, causal, dtype) -> dict:
+def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False) -> dict:
     g = torch.Generator(device="cuda").manual_seed(sq * 7 + sk)
     q, k, v = (torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv),
                                                                                          (sk, hkv)))
-    rec = {"case": f"B{b} Sq{sq} Sk{sk} H{h}/{hkv} D{d} {'causal' if causal else 'full'} {str(dtype)[6:]}"}
+    rec = {"case": f"B{b} Sq{sq} Sk{sk} H{h}/{hkv} D{d} {'causal' if causal else 'full'} {str(dtype)[6:]} "
+                   f"s{stages}{' inf in the next sequence' if inf_next else ''}"}
     rec["supported"] = ws_supported(q, k, v, False, -1, 0 if causal else -1)
-    out, lse = _ws(q, k, v, causal)
+    if inf_next:  # the first keys of sequence 1: a tile of sequence 0 must not read them
+        k[1, :5] = float("inf")
+        v[1, :5] = float("inf")
+    out, lse = _ws(q, k, v, causal, stages)
+    if inf_next:  # judge sequence 0 only
+        q, k, v, out, lse = q[:1], k[:1], v[:1], out[:1], lse[:1]
     ref, ref_lse = _reference(q, k, v, causal)
     rule = attention(q, k, v, causal=causal)
     err = (out.double() - ref).abs()

@@ -13,9 +13,10 @@ written out as Gluon partitions):
 
 The arithmetic is kernel.py's: scores in base 2 with the scale folded into one FMA, the row maximum tracked from
 -inf (a row with nothing visible keeps 0 and writes out = 0, lse = -inf), P rounded to the input dtype before the
-second GEMM, fp32 accumulation. Rows are 2-D TMA views of [B * S, H * D]: a tile may read past its sequence's
-last key into the next sequence's, and those columns are masked (p = 0 times finite values); rows past the tensor
-arrive as zeros. Output goes out through masked pointer stores (a TMA store of the view would cross sequences).
+second GEMM, fp32 accumulation. K and V come through 3-D views [B, S_k, H_kv * D], so keys past a sequence's
+end arrive as zeros (a 2-D [B * S_k, ...] view would read the next sequence's, and one inf or NaN there would turn
+p = 0 times it into NaN); their scores are masked. Q comes through a 2-D view [B * S_q, H * D]: rows past the
+sequence compute rows that are never stored. Output goes out through masked pointer stores.
 """
 
 from __future__ import annotations
@@ -52,13 +53,12 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_rea
                     seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
     pid_m, b, h = _tile(seq_q, H, BLOCK_M, CAUSAL)
     m0 = pid_m * BLOCK_M
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b * seq_q + m0, h * HEAD_D], q_bar, q_smem)
-    kv_row = b * seq_k
     kv_col = (h // GROUP) * HEAD_D
     n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
     for it in range(n_tiles):
@@ -66,9 +66,9 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_rea
         # Both warpgroups released this slot's previous tile (a fresh barrier passes phase 1).
         mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [kv_row + it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
+        tma.async_copy_global_to_shared(k_desc, [b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [kv_row + it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
+        tma.async_copy_global_to_shared(v_desc, [b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
 
 
 @gluon.jit
@@ -77,7 +77,7 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
                    HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     HEAD_D: gl.constexpr = q_smem.type.shape[1]
-    BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
+    BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
     ROWS: gl.constexpr = BLOCK_M // 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
@@ -109,7 +109,8 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
         s = it % STAGES
         phase = (it // STAGES) & 1
         mbarrier.wait(k_ready.index(s), phase)
-        sc = warpgroup_mma(q_tile, k_bufs.index(s).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        k_tile = k_bufs.index(s).reshape([BLOCK_N, HEAD_D])
+        sc = warpgroup_mma(q_tile, k_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
         n0 = it * BLOCK_N
         if n0 + BLOCK_N > full:
@@ -128,7 +129,7 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
         acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
         p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         mbarrier.wait(v_ready.index(s), phase)
-        acc = warpgroup_mma(p_op, v_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma(p_op, v_bufs.index(s).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(kv_empty.index(s), count=1)
 
@@ -151,11 +152,11 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
                  MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
     gl.static_assert(BLOCK_M == 2 * 64, "two warpgroups of one 64-row wgmma each")
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [BLOCK_M, HEAD_D], q_desc.layout)
-    k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BLOCK_N, HEAD_D], k_desc.layout)
-    v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BLOCK_N, HEAD_D], v_desc.layout)
+    k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, BLOCK_N, HEAD_D], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, 1, BLOCK_N, HEAD_D], v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())

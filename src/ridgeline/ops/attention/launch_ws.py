@@ -14,11 +14,18 @@ BLOCK_M, BLOCK_N = 128, 128
 LOG2E = 1.4426950408889634
 
 
-def _dense(t: torch.Tensor) -> bool:
-    """[B, S, H, D] with rows of H * D elements back to back: a 2-D [B * S, H * D] view exists for TMA."""
+def _rows_back_to_back(t: torch.Tensor) -> bool:
+    """[B, S, H, D] whose tokens hold H * D elements back to back (16-byte aligned): q's 2-D TMA view
+    [B * S, H * D] needs the batches back to back too, k's and v's 3-D one [B, S, H * D] a 16-byte batch stride."""
     b, s, h, d = t.shape
-    return (t.stride(3) == 1 and t.stride(2) == d and t.stride(1) == h * d and (b == 1 or t.stride(0) == s * h * d)
-            and (h * d * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0)
+    return (t.stride(3) == 1 and (h == 1 or t.stride(2) == d) and (s == 1 or t.stride(1) == h * d)
+            and (h * d * t.element_size()) % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+            and t.data_ptr() % 16 == 0)
+
+
+def _batches_back_to_back(t: torch.Tensor) -> bool:
+    b, s, h, d = t.shape
+    return b == 1 or t.stride(0) == s * h * d
 
 
 def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, left: int, right: int) -> bool:
@@ -28,7 +35,9 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
         return False
     if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in (64, 128):
         return False
-    if not all(_dense(t) for t in (q, k, v)):
+    if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0 or q.shape[0] * q.shape[2] > 65535:
+        return False  # (empty: the caller's early return; the grid's second dimension holds B * H)
+    if not (all(_rows_back_to_back(t) for t in (q, k, v)) and _batches_back_to_back(q)):
         return False
     return torch.cuda.get_device_capability(q.device)[0] == 9
 
@@ -45,16 +54,23 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     seq_k, hkv = k.shape[1], k.shape[2]
     el = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
 
-    def view(t: torch.Tensor, rows: int) -> TensorDescriptor:
-        flat = t.as_strided((t.shape[0] * t.shape[1], t.shape[2] * d), (t.shape[2] * d, 1))
-        block = [rows, d]
-        return TensorDescriptor(flat, list(flat.shape), [flat.stride(0), 1], block,
-                                gl.NVMMASharedLayout.get_default_for(block, el))
+    def view(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
+        # q: [B * S_q, H * D] (rows past a sequence belong to the next one: computed, never stored);
+        # k, v: [B, S_k, H_kv * D] (keys past a sequence arrive as zeros)
+        n = t.shape[2] * d
+        shape, strides = ([t.shape[0] * t.shape[1], n], [n, 1]) if len(block) == 2 else (
+            [t.shape[0], t.shape[1], n], [t.stride(0), n, 1])
+        flat = t.as_strided(shape, strides)
+        return TensorDescriptor(flat, shape, strides, block, gl.NVMMASharedLayout.get_default_for(block, el))
 
+    if stages not in (2, 3) or out.stride(3) != 1 or lse.stride(2) != 1:
+        raise ValueError(f"launch_ws: stages 2 or 3 (shared memory), contiguous out rows and lse; got {stages}, "
+                         f"out strides {out.stride()}, lse strides {lse.stride()}")
     with torch.cuda.device(q.device):
         _attn_fwd_ws[(-(-seq_q // BLOCK_M), b * h)](
-            view(q, BLOCK_M), view(k, BLOCK_N), view(v, BLOCK_N), out, lse, out.stride(0), out.stride(1),
-            out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv, scale * LOG2E,
+            view(q, [BLOCK_M, d]), view(k, [1, BLOCK_N, d]), view(v, [1, BLOCK_N, d]), out, lse,
+            out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
+            scale * LOG2E,
             CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS,
             num_warps=4, maxnreg=LAUNCH_REGS)
 
@@ -77,14 +93,14 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2) ->
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
     from ridgeline.profile.sass import ptxas_usage, run_tool, tool_path
 
-    blocks = {"q_desc": BLOCK_M, "k_desc": BLOCK_N, "v_desc": BLOCK_N}
+    blocks = {"q_desc": [BLOCK_M, head_d], "k_desc": [1, BLOCK_N, head_d], "v_desc": [1, BLOCK_N, head_d]}
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "MMA_REGS": MMA_REGS, "LOAD_REGS": LOAD_REGS}
     names = list(inspect.signature(_attn_fwd_ws.fn).parameters)
     sig: dict[str, str] = {}
     for name in names:
         if name in blocks:
-            layout = gl.NVMMASharedLayout.get_default_for([blocks[name], head_d], gl.bfloat16)
-            sig[name] = f"tensordesc<bf16[{blocks[name]}, {head_d}],{layout!r}>"
+            layout = gl.NVMMASharedLayout.get_default_for(blocks[name], gl.bfloat16)
+            sig[name] = f"tensordesc<bf16[{', '.join(map(str, blocks[name]))}],{layout!r}>"
         else:
             sig[name] = ("constexpr" if name in consts else "*bf16" if name == "out_ptr" else "*fp32"
                          if name == "lse_ptr" else "fp32" if name == "qk_scale" else "i32")
