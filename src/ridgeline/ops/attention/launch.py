@@ -23,7 +23,8 @@ from ridgeline.lib.launch import (
     require_tensor,
 )
 from ridgeline.ops.attention.kernel import _attn_bwd_delta, _attn_bwd_dkdv, _attn_bwd_dq, _attn_fwd
-from ridgeline.ops.attention.rules import DELTA_BLOCK_M, DELTA_WARPS, AttnConfig, config_for
+from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported
+from ridgeline.ops.attention.rules import DELTA_BLOCK_M, DELTA_WARPS, WS_FORWARD, AttnConfig, config_for
 
 DTYPES = (torch.float16, torch.bfloat16)
 HEAD_DIMS = (16, 32, 64, 128, 256)
@@ -190,6 +191,9 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
         return out, lse
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
+    if cfg is None and d in WS_FORWARD.head_dims and ws_supported(q, k, v, varlen, left, right):
+        launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages)
+        return out, lse
     if cfg is None:
         cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)
     grid = (triton_cdiv(seq_q, cfg.block_m), batch * h)

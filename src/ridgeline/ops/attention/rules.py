@@ -132,6 +132,19 @@ DQ_RULES: tuple[Rule, ...] = (
          "0 spills, 224 KB of shared memory. Not timed: full attention"),
 )
 
+@dataclass(frozen=True)
+class WsForward:
+    """Where the warp-specialized Gluon forward (kernel_ws.py) takes a call its launcher accepts (sm_90, dense
+    [B, S, H, D], full or causal, 16-bit): the head dims it runs at and its K/V pipeline depth."""
+
+    head_dims: tuple[int, ...]
+    stages: int
+    why: str
+
+
+WS_FORWARD = WsForward((64, 128), 2, "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, P from "
+                       "registers (FlashAttention-3's split): first timed in s25 (scripts/device/attn_ws.py)")
+
 _INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}
 # The delta preprocess (rowsum(out * dout)) is memory-bound: rows per program, warps.

@@ -1,0 +1,97 @@
+"""The warp-specialized attention forward (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 at shapes that
+cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64, fp16,
+3 stages), keys of the next sequence that hold inf, the public `attention` taking it where it applies and the
+Triton forward elsewhere, and batch invariance."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ridgeline.ops.attention.launch import attention
+from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported
+
+pytestmark = pytest.mark.gpu
+needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                                reason="needs an sm_90 GPU")
+
+
+def _qkv(b, sq, sk, h, hkv, d, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv), (sk, hkv))]
+
+
+def _ws(q, k, v, causal, stages=2):
+    out = torch.full_like(q, float("nan"))  # poisoned: every row must be written
+    lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda")
+    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages)
+    return out, lse
+
+
+def _reference(q, k, v, causal):
+    b, sq, h, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
+    kd, vd = kd.repeat_interleave(h // hkv, 1), vd.repeat_interleave(h // hkv, 1)
+    s = qd @ kd.transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        i = torch.arange(sq, device="cuda")[:, None] + (sk - sq)
+        s = s.masked_fill(torch.arange(sk, device="cuda")[None, :] > i, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), 0.0, lse)[..., None])
+    return (p @ vd).transpose(1, 2), lse
+
+
+def _assert_matches(out, lse, ref, ref_lse):
+    # bf16 / fp16 output of values ~N(0, 1/n): P rounded to 16 bits before the second GEMM (as kernel.py and
+    # FlashAttention do) and the output's own rounding
+    err = (out.double() - ref).abs()
+    assert bool((err <= 2e-2 + 2e-2 * ref.abs()).all()), f"max err {err.max().item():.3g}"
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+    finite = ~torch.isinf(ref_lse)
+    assert bool(((lse.double() - ref_lse).abs()[finite] <= 1e-3).all())
+
+
+@needs_sm90
+@pytest.mark.parametrize("shape", [(2, 1000, 1000, 4, 4, 128), (1, 300, 1000, 4, 2, 128), (1, 1000, 300, 4, 1, 128),
+                                   (3, 257, 129, 8, 2, 64), (1, 1, 77, 2, 2, 128), (2, 128, 128, 2, 2, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_forward_matches_float64(shape, causal):
+    q, k, v = _qkv(*shape, torch.bfloat16)
+    assert ws_supported(q, k, v, False, -1, 0 if causal else -1)
+    out, lse = _ws(q, k, v, causal)
+    _assert_matches(out, lse, *_reference(q, k, v, causal))
+
+
+@needs_sm90
+def test_ws_forward_fp16_and_three_stages():
+    q, k, v = _qkv(2, 640, 640, 4, 4, 64, torch.float16)
+    out, lse = _ws(q, k, v, True, stages=3)
+    _assert_matches(out, lse, *_reference(q, k, v, True))
+    two = _ws(q, k, v, True, stages=2)
+    assert torch.equal(out, two[0]) and torch.equal(lse, two[1])  # stages do not change the arithmetic
+
+
+@needs_sm90
+def test_ws_forward_never_reads_the_next_sequence():
+    q, k, v = _qkv(2, 1000, 1000, 4, 2, 128, torch.bfloat16)
+    k[1, :5] = float("inf")
+    v[1, :5] = float("nan")
+    out, lse = _ws(q, k, v, False)
+    _assert_matches(out[:1], lse[:1], *_reference(q[:1], k[:1], v[:1], False))
+
+
+@needs_sm90
+@pytest.mark.parametrize("causal", [False, True])
+def test_public_attention_takes_it_and_is_batch_invariant(causal):
+    q, k, v = _qkv(4, 1000, 1000, 8, 2, 128, torch.bfloat16, seed=3)
+    out, lse = attention(q, k, v, causal=causal, return_lse=True)
+    ws_out, ws_lse = _ws(q, k, v, causal)
+    assert torch.equal(out, ws_out) and torch.equal(lse, ws_lse)
+    for b in (1, 3):
+        assert torch.equal(attention(q[:b], k[:b], v[:b], causal=causal), out[:b]), b
+    # a [B, H, S, D] tensor's transposed view, a window or a packed batch: the Triton forward, still right
+    bhsd = attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, causal=causal)
+    torch.testing.assert_close(bhsd.float(), out.float(), atol=2e-2, rtol=2e-2)
