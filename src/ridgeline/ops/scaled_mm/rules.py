@@ -142,9 +142,10 @@ GEMM_RULES: tuple[Rule, ...] = (
          adjust=fill_the_gpu),
     # The warp-specialized kernel (kernel_ws.py) where it can run (measured on an H100 in s24, the lent machine of
     # that call, h100-fp8-ws-s24.json: graph timings over weight copies, the same bits as the rules' tiles): block
-    # scales 1.17-1.56x the deferred 128x128 rule at M = 512-8192 (4096^3 235 vs 292 us, 512x6144x4096 55 vs 86).
+    # scales, on this tile's 3 stages, 1.22-1.56x the deferred 128x128 rule at M = 512-8192 (4096^3 235 vs 292 us,
+    # 512x6144x4096 55 vs 86).
     Rule(WS_TILE, "block scales, M > 256, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups "
-         "that promote in turn): 1.17-1.56x the Triton tile (H100, s24)", modes=("block",), ws=True),
+         "that promote in turn): 1.22-1.56x the Triton tile (H100, s24)", modes=("block",), ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 3, defer_scale=True), "block scales, large M: 128x128 keeps partial + "
          "accumulator in registers; deferred, 3 stages (4 spill 44 B): 1.01-1.02x the old rule", modes=("block",),
          adjust=fill_the_gpu),
@@ -161,12 +162,13 @@ GEMM_RULES: tuple[Rule, ...] = (
          "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=128, adjust=fill_the_gpu),
-    # Row / tensor scales on sm_90 (H100, s24, h100-fp8-ws-s24.json): the warp-specialized kernel 1.05-1.62x the
-    # Triton rules at every timed shape from M = 256 (256x10240x8192 49 vs 79 us, 2048x4096x4096 56 vs 89,
-    # 4096^3 110 vs 143) and 0.95-1.27x torch._scaled_mm (cuBLAS) beside it, where the Triton tile made 0.72-0.89x.
-    # 3 stages and 4 were within 4 % either way (7 of 9 shapes); 3 leaves shared memory to spare.
+    # Row / tensor scales on sm_90 (H100, s24, h100-fp8-ws-s24.json): the warp-specialized kernel on 3 stages
+    # 1.17-1.59x the Triton rules at every timed shape from M = 256 (256x10240x8192 53 vs 79 us, 2048x4096x4096 56
+    # vs 89, 4096^3 110 vs 143) and 0.89-1.27x torch._scaled_mm (cuBLAS) beside it (0.89x at 2049 rows: a wave of
+    # 288 tiles on 132 SMs), where the Triton tile made 0.72-0.89x. 3 stages and 4 were within 4 % either way at 7
+    # of 9 shapes (4: 256x10240x8192 1.07x, 8192x6144x4096 1.04x; 3: 512x6144x4096 1.08x); 3 leave shared memory.
     Rule(WS_TILE, "M > 128, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups that promote in "
-         "turn): 1.05-1.62x the Triton tiles, 0.95-1.27x cuBLAS (H100, s24)", ws=True),
+         "turn): 1.17-1.59x the Triton tiles, 0.89-1.27x cuBLAS (H100, s24)", ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M without the Gluon kernel: 128x128 tiles, 4 stages",
          max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
