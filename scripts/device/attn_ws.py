@@ -23,6 +23,7 @@ from ridgeline.harness.timing import time_graph  # noqa: E402
 from ridgeline.ops.attention.launch import _forward, _prepare, attention  # noqa: E402
 from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported  # noqa: E402
 from ridgeline.ops.attention.rules import config_for  # noqa: E402
+from ridgeline.ops.attention.spec import reference_attention  # noqa: E402
 
 
 def triton_forward(q, k, v, causal):
@@ -53,21 +54,9 @@ def _ws(q, k, v, causal, stages=2, lse=True):
 
 
 def _reference(q, k, v, causal):
-    """float64 softmax(q k^T / sqrt(D)) v, bottom-right causal, GQA; lse natural; rows with no key: 0 / -inf."""
-    b, sq, h, d = q.shape
-    sk, hkv = k.shape[1], k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd = kd.repeat_interleave(h // hkv, 1)
-    vd = vd.repeat_interleave(h // hkv, 1)
-    s = qd @ kd.transpose(-1, -2) / math.sqrt(d)
-    if causal:
-        i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
-        j = torch.arange(sk, device=q.device)[None, :]
-        s = s.masked_fill(j > i, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - torch.where(torch.isinf(lse), 0.0, lse)[..., None])
-    out = (p @ vd).transpose(1, 2)
-    return out, lse
+    """float64 (out, lse) of the contract's reference (bottom-right causal, GQA; a row with no key: 0 / -inf)."""
+    res = reference_attention({"q": q, "k": k, "v": v, "causal": causal, "window": None, "cu_seqlens": None})
+    return res[0], res[1]
 
 
 def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False) -> dict:

@@ -5,37 +5,20 @@ tells a bump broke it)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
+from gluon_aot_child import compile_in_child
 from ridgeline.ops.attention.launch_ws import ws_supported
-
-OLDEST_TRITON_PATH = os.environ.get("RIDGELINE_OLDEST_TRITON", "")  # as tests/ops/test_compile_sm90.py reads it
-CHILD = ("import json; from ridgeline.ops.attention.launch_ws import compile_for_sm90; "
-         "print(json.dumps([compile_for_sm90(d, c, s) for d, c, s in "
-         "((128, True, 2), (128, False, 3), (64, True, 2))]))")
-
-
-def _compile(prefix: str | None) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    if prefix:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (prefix, env.get("PYTHONPATH", "")) if p)
-    res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_forward_compiles_for_sm90(triton_path):
-    if triton_path == "oldest" and not OLDEST_TRITON_PATH:
-        pytest.skip("RIDGELINE_OLDEST_TRITON not set (CI sets it)")
-    results = _compile(OLDEST_TRITON_PATH if triton_path == "oldest" else None)
+    results = compile_in_child("ridgeline.ops.attention.launch_ws",
+                               "[compile_for_sm90(d, c, s) for d, c, s in "
+                               "((128, True, 2), (128, False, 3), (64, True, 2))]",
+                               triton_path)
     for (d, stages), r in zip(((128, 2), (128, 3), (64, 2)), results):
         assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 x D
         sass = r["sass"]

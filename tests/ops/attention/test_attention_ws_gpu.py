@@ -12,6 +12,7 @@ import torch
 
 from ridgeline.ops.attention.launch import attention
 from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported
+from ridgeline.ops.attention.spec import reference_attention
 
 pytestmark = pytest.mark.gpu
 needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
@@ -31,17 +32,9 @@ def _ws(q, k, v, causal, stages=2):
 
 
 def _reference(q, k, v, causal):
-    b, sq, h, d = q.shape
-    sk, hkv = k.shape[1], k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(h // hkv, 1), vd.repeat_interleave(h // hkv, 1)
-    s = qd @ kd.transpose(-1, -2) / math.sqrt(d)
-    if causal:
-        i = torch.arange(sq, device="cuda")[:, None] + (sk - sq)
-        s = s.masked_fill(torch.arange(sk, device="cuda")[None, :] > i, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - torch.where(torch.isinf(lse), 0.0, lse)[..., None])
-    return (p @ vd).transpose(1, 2), lse
+    """float64 (out, lse) of the contract's reference (bottom-right causal, GQA; a row with no key: 0 / -inf)."""
+    res = reference_attention({"q": q, "k": k, "v": v, "causal": causal, "window": None, "cu_seqlens": None})
+    return res[0], res[1]
 
 
 def _assert_matches(out, lse, ref, ref_lse):

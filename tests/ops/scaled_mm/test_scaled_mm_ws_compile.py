@@ -5,34 +5,17 @@ H100/H200 rules pick from M = 129. Compiled in a child process without the CPU i
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-OLDEST_TRITON_PATH = os.environ.get("RIDGELINE_OLDEST_TRITON", "")  # as tests/ops/test_compile_sm90.py reads it
-
-CHILD = ("import json; from ridgeline.ops.scaled_mm.launch_ws import compile_for_sm90; "
-         "print(json.dumps([compile_for_sm90(s, 3, b) for s, b in ((0, False), (1, True), (2, False))]))")
-
-
-def _compile(prefix: str | None) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    if prefix:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (prefix, env.get("PYTHONPATH", "")) if p)
-    res = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+from gluon_aot_child import compile_in_child
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_kernel_compiles_for_sm90(triton_path):
-    if triton_path == "oldest" and not OLDEST_TRITON_PATH:
-        pytest.skip("RIDGELINE_OLDEST_TRITON not set (CI sets it)")
-    results = _compile(OLDEST_TRITON_PATH if triton_path == "oldest" else None)
+    results = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
+                               "[compile_for_sm90(s, 3, b) for s, b in ((0, False), (1, True), (2, False))]",
+                               triton_path)
     for mode, r in zip(("tensor", "row+bias", "block"), results):
         # 3 stages of 256x128 A + 128x128 B and two 64x128 bf16 output buffers fit the 227 KB a block may take
         assert r["shared"] <= 227 * 1024, (mode, r)

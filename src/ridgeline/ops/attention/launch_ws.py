@@ -76,48 +76,17 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2) -> dict:
-    """Compile the Gluon forward ahead of time for sm_90 with Triton's bundled ptxas (run it without the CPU
-    interpreter): shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register
-    hand-over; UTMALDG: TMA loads; SYNCS: mbarriers)."""
-    import inspect
-    import re
-    from collections import Counter
-    from pathlib import Path
-    from tempfile import TemporaryDirectory
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
-
+    """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
+    shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
+    UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s)."""
+    from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
-    from ridgeline.profile.sass import ptxas_usage, run_tool, tool_path
 
-    blocks = {"q_desc": [BLOCK_M, head_d], "k_desc": [1, BLOCK_N, head_d], "v_desc": [1, BLOCK_N, head_d]}
+    types = {"q_desc": nvmma_descriptor([BLOCK_M, head_d], "bf16"), "out_ptr": "*bf16", "lse_ptr": "*fp32",
+             "k_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16"), "qk_scale": "fp32",
+             "v_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16")}
+    for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
+        types[name] = "i32"
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "MMA_REGS": MMA_REGS, "LOAD_REGS": LOAD_REGS}
-    names = list(inspect.signature(_attn_fwd_ws.fn).parameters)
-    sig: dict[str, str] = {}
-    for name in names:
-        if name in blocks:
-            layout = gl.NVMMASharedLayout.get_default_for(blocks[name], gl.bfloat16)
-            sig[name] = f"tensordesc<bf16[{', '.join(map(str, blocks[name]))}],{layout!r}>"
-        else:
-            sig[name] = ("constexpr" if name in consts else "*bf16" if name == "out_ptr" else "*fp32"
-                         if name == "lse_ptr" else "fp32" if name == "qk_scale" else "i32")
-    src = GluonASTSource(_attn_fwd_ws, sig, {(names.index(k),): v for k, v in consts.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "maxnreg": LAUNCH_REGS})
-    out: dict = {"shared": kernel.metadata.shared}
-    with TemporaryDirectory() as tmp:
-        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        ptx.write_text(kernel.asm["ptx"])
-        cubin.write_bytes(kernel.asm["cubin"])
-        usage = ptxas_usage(ptx, 90)
-        out["spill_stores_bytes"] = usage.get("spill_stores_bytes")
-        out["spill_loads_bytes"] = usage.get("spill_loads_bytes")
-        tool = tool_path("cuobjdump")
-        sass = run_tool([tool, "-sass", str(cubin)]).stdout if tool else ""
-    ops = Counter(op.split(".")[0] for op in re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)",
-                                                          sass, re.M))
-    out["sass"] = {op: ops[op] for op in ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU")}
-    return out
+    return compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
+                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"))

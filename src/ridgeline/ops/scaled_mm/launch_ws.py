@@ -67,52 +67,18 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
 
 
 def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False) -> dict:
-    """Compile the Gluon kernel ahead of time for sm_90 with Triton's bundled ptxas, no GPU needed (run it
-    without the CPU interpreter): shared memory, ptxas' spill bytes and SASS counts of what makes the kernel
-    (QGMMA: fp8 wgmma; USETMAXREG: the warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
-    import inspect
-    import re
-    from collections import Counter
-    from pathlib import Path
-    from tempfile import TemporaryDirectory
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
-
+    """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
+    shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
+    warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
+    from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
-    from ridgeline.profile.sass import ptxas_usage, run_tool, tool_path
 
-    bm, bn, bk = 256, 128, 128
-    layouts = {"a_desc": ([bm, bk], gl.float8e4nv, "fp8e4nv"), "b_desc": ([bn, bk], gl.float8e4nv, "fp8e4nv"),
-               "c_desc": ([int(SUB_M), bn], gl.bfloat16, "bf16")}
+    types = {"a_desc": nvmma_descriptor([256, 128], "fp8e4nv"), "b_desc": nvmma_descriptor([128, 128], "fp8e4nv"),
+             "c_desc": nvmma_descriptor([int(SUB_M), 128], "bf16"), "bias_ptr": "*bf16", "sa_ptr": "*fp32",
+             "sb_ptr": "*fp32"}
+    for name in ("M", "N", "K", "stride_sam", "stride_sak", "stride_sbn", "stride_sbk"):
+        types[name] = "i32"
     consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": MMA_REGS,
               "LOAD_REGS": LOAD_REGS}
-    names = list(inspect.signature(_scaled_mm_ws_kernel.fn).parameters)
-    sig: dict[str, str] = {}
-    for name in names:
-        if name in layouts:
-            block, dtype, text = layouts[name]
-            layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
-            sig[name] = f"tensordesc<{text}[{block[0]}, {block[1]}],{layout!r}>"
-        else:
-            sig[name] = ("constexpr" if name in consts else "*bf16" if name == "bias_ptr"
-                         else "*fp32" if name in ("sa_ptr", "sb_ptr") else "i32")
-    src = GluonASTSource(_scaled_mm_ws_kernel, sig, {(names.index(k),): v for k, v in consts.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "maxnreg": LAUNCH_REGS})
-    out: dict = {"shared": kernel.metadata.shared}
-    with TemporaryDirectory() as tmp:
-        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        ptx.write_text(kernel.asm["ptx"])
-        cubin.write_bytes(kernel.asm["cubin"])
-        usage = ptxas_usage(ptx, 90)
-        out["spill_stores_bytes"] = usage.get("spill_stores_bytes")
-        out["spill_loads_bytes"] = usage.get("spill_loads_bytes")
-        tool = tool_path("cuobjdump")
-        sass = run_tool([tool, "-sass", str(cubin)]).stdout if tool else ""
-    ops = Counter(op.split(".")[0] for op in re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)",
-                                                          sass, re.M))
-    out["sass"] = {op: ops[op] for op in ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS")}
-    return out
+    return compile_sm90(_scaled_mm_ws_kernel, types, consts, 4, LAUNCH_REGS,
+                        ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS"))
