@@ -1,0 +1,36 @@
+"""The attention forward's two kernels, each past the rules, as user implementations for `ridgeline bench` /
+`check` (so one run times both beside cuDNN and FlexAttention, and the rules' choice follows from a record):
+
+  ridgeline bench attention --impl ridgeline --impl scripts/device/attn_kernels.py:ws \
+      --impl scripts/device/attn_kernels.py:triton --impl sdpa-cudnn ...
+
+`ws` raises (a recorded failure) where the Gluon forward cannot run: not sm_90, packed batches, windows, D other
+than 64 / 128.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ridgeline.ops.attention.launch import _forward, _new_lse, _prepare
+from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported
+from ridgeline.ops.attention.rules import WS_FORWARD, config_for
+
+
+def triton(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:
+    """The Triton forward at its rule's tile (an explicit config bypasses the Gluon dispatch)."""
+    args = _prepare(q, k, v, causal, None, window, cu_seqlens, max_seqlen)
+    left, right = args[-2], args[-1]
+    return _forward(*args, store_lse=False, cfg=config_for("fwd", q.shape[-1], left >= 0 or right >= 0))[0]
+
+
+def ws(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:
+    """The warp-specialized Gluon forward at the rules' pipeline depth."""
+    q, k, v, cu_q, _cu_k, _mq, _mk, scale, left, right = _prepare(q, k, v, causal, None, window, cu_seqlens,
+                                                                  max_seqlen)
+    if not ws_supported(q, k, v, cu_q is not None, left, right):
+        raise ValueError("ws: the Gluon forward runs dense [B, S, H, D] full or causal attention, D 64 or 128, "
+                         "16-bit, on sm_90; not this call")
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    launch_ws(q, k, v, out, _new_lse(q, False), scale, right == 0, False, WS_FORWARD.stages)
+    return out
