@@ -16,14 +16,15 @@ from ridgeline.ops.attention.launch_ws import ws_supported
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_forward_compiles_for_sm90(triton_path):
     results = compile_in_child("ridgeline.ops.attention.launch_ws",
-                               "[compile_for_sm90(d, c, s) for d, c, s in "
-                               "((128, True, 2), (128, False, 3), (64, True, 2))]",
+                               "[compile_for_sm90(d, c, s, o) for d, c, s, o in "
+                               "((128, True, 2, False), (128, False, 3, True), (64, True, 2, True))]",
                                triton_path)
     for (d, stages), r in zip(((128, 2), (128, 3), (64, 2)), results):
         assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 x D
         sass = r["sass"]
         # Per key tile each MMA warpgroup issues S = QK^T and O += PV as k16 wgmmas, the load warp TMA copies of
-        # Q, K and V; the warps trade registers; no spills (S, P and O of 64 rows a warpgroup fit 232 registers).
+        # Q, K and V; the warps trade registers; no spills (S, P and O of 64 rows a warpgroup fit 232 registers,
+        # and with `overlap` the next tile's S beside the last tile's P too).
         assert sass["HGMMA"] >= 2 * d // 16 and sass["UTMALDG"] >= 3 and sass["USETMAXREG"] >= 2, (d, sass)
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (d, stages, r)
 

@@ -1,7 +1,8 @@
 """The warp-specialized attention forward (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 at shapes that
 cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64, fp16,
-3 stages), keys of the next sequence that hold inf, batch invariance, and the public `attention` taking it where
-the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
+3 stages), keys of the next sequence that hold inf, batch invariance, the softmax under the previous tile's PV
+(`overlap`) giving the same bits as the plain loop, and the public `attention` taking it where the rules say
+(rules.WS_FORWARD) and the Triton forward elsewhere."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ def _qkv(b, sq, sk, h, hkv, d, dtype, seed=0):
     return [torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv), (sk, hkv))]
 
 
-def _ws(q, k, v, causal, stages=2):
+def _ws(q, k, v, causal, stages=2, overlap=False):
     out = torch.full_like(q, float("nan"))  # poisoned: every row must be written
     lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda")
-    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages)
+    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages, overlap)
     return out, lse
 
 
@@ -52,28 +53,34 @@ def _assert_matches(out, lse, ref, ref_lse):
 @pytest.mark.parametrize("shape", [(2, 1000, 1000, 4, 4, 128), (1, 300, 1000, 4, 2, 128), (1, 1000, 300, 4, 1, 128),
                                    (3, 257, 129, 8, 2, 64), (1, 1, 77, 2, 2, 128), (2, 128, 128, 2, 2, 128)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_ws_forward_matches_float64(shape, causal):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ws_forward_matches_float64(shape, causal, overlap):
     q, k, v = _qkv(*shape, torch.bfloat16)
     assert ws_supported(q, k, v, False, -1, 0 if causal else -1)
-    out, lse = _ws(q, k, v, causal)
+    out, lse = _ws(q, k, v, causal, overlap=overlap)
     _assert_matches(out, lse, *_reference(q, k, v, causal))
+    if overlap:  # acc * alpha + PV in the same order, only issued earlier: the same bits
+        plain = _ws(q, k, v, causal)
+        assert torch.equal(out, plain[0]) and torch.equal(lse, plain[1])
 
 
 @needs_sm90
-def test_ws_forward_fp16_and_three_stages():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ws_forward_fp16_and_three_stages(overlap):
     q, k, v = _qkv(2, 640, 640, 4, 4, 64, torch.float16)
-    out, lse = _ws(q, k, v, True, stages=3)
+    out, lse = _ws(q, k, v, True, stages=3, overlap=overlap)
     _assert_matches(out, lse, *_reference(q, k, v, True))
-    two = _ws(q, k, v, True, stages=2)
+    two = _ws(q, k, v, True, stages=2, overlap=overlap)
     assert torch.equal(out, two[0]) and torch.equal(lse, two[1])  # stages do not change the arithmetic
 
 
 @needs_sm90
-def test_ws_forward_never_reads_the_next_sequence():
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ws_forward_never_reads_the_next_sequence(overlap):
     q, k, v = _qkv(2, 1000, 1000, 4, 2, 128, torch.bfloat16)
     k[1, :5] = float("inf")
     v[1, :5] = float("nan")
-    out, lse = _ws(q, k, v, False)
+    out, lse = _ws(q, k, v, False, overlap=overlap)
     _assert_matches(out[:1], lse[:1], *_reference(q[:1], k[:1], v[:1], False))
 
 
@@ -81,9 +88,9 @@ def test_ws_forward_never_reads_the_next_sequence():
 @pytest.mark.parametrize("causal", [False, True])
 def test_batch_invariant_and_the_public_dispatch(causal):
     q, k, v = _qkv(4, 1000, 1000, 8, 2, 128, torch.bfloat16, seed=3)
-    out, lse = _ws(q, k, v, causal)
+    out, lse = _ws(q, k, v, causal, WS_FORWARD.stages, WS_FORWARD.overlap)
     for b in (1, 3):
-        assert torch.equal(_ws(q[:b], k[:b], v[:b], causal)[0], out[:b]), b
+        assert torch.equal(_ws(q[:b], k[:b], v[:b], causal, WS_FORWARD.stages, WS_FORWARD.overlap)[0], out[:b]), b
     public, public_lse = attention(q, k, v, causal=causal, return_lse=True)
     if 128 in WS_FORWARD.head_dims:  # the rules take it: the same call
         assert torch.equal(public, out) and torch.equal(public_lse, lse)

@@ -6,10 +6,14 @@ loads, both GEMMs and the softmax, so the tensor core waits while the softmax ru
 written out as Gluon partitions):
 
 - a load partition (one warp) brings Q once and then K and V tiles of BLOCK_N keys into a STAGES-deep ring by TMA,
-  each tile guarded by its own `ready` mbarrier (S = QK^T may start before V lands) and a shared `empty` one;
+  each tile guarded by its own `ready` mbarrier (S = QK^T may start before V lands) and its own `empty` one (a K
+  slot frees once both warpgroups' S retired, a V slot once their PV did);
 - two MMA partitions (a warpgroup each) own the upper and lower BLOCK_M / 2 rows of the query tile: S by wgmma
   from shared memory, the online softmax in registers, P handed to the second wgmma as a register operand (no trip
   through shared memory). While one warpgroup runs its softmax the other's wgmmas keep the tensor core busy.
+- `OVERLAP` (FlashAttention-3's intra-warpgroup pipelining): each warpgroup issues S of tile j, then PV of tile
+  j - 1, and runs tile j's softmax while that PV is on the tensor core. acc * alpha + PV in the same order as the
+  plain loop, only issued earlier: the same bits (the GPU tests compare them).
 
 The arithmetic is kernel.py's: scores in base 2 with the scale folded into one FMA, the row maximum tracked from
 -inf (a row with nothing visible keeps 0 and writes out = 0, lse = -inf), P rounded to the input dtype before the
@@ -49,7 +53,7 @@ def _key_end(m0, seq_q, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty,
+def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty,
                     seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
@@ -63,18 +67,43 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_rea
     n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
     for it in range(n_tiles):
         s = it % STAGES
-        # Both warpgroups released this slot's previous tile (a fresh barrier passes phase 1).
-        mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
+        # K and V slots are released apart (K once both warpgroups' S = QK^T retired, V once their PV did), so
+        # the next K lands while the last PV still runs. A fresh barrier passes phase 1.
+        free_phase = ((it // STAGES) & 1) ^ 1
+        mbarrier.wait(k_empty.index(s), free_phase)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
+        mbarrier.wait(v_empty.index(s), free_phase)
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
 
 
 @gluon.jit
-def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
+def _masked(sc, n0, full, offs_m, seq_k, shift, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # Key tiles below `full` are visible from every row of this warpgroup: no mask arithmetic there.
+    if n0 + BLOCK_N > full:
+        offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, sc.type.layout))
+        ok = offs_n[None, :] < seq_k
+        if CAUSAL:
+            ok = ok & (offs_n[None, :] <= offs_m[:, None] + shift)
+        sc = gl.where(ok, sc, float("-inf"))
+    return sc
+
+
+@gluon.jit
+def _softmax_step(sc, m_i, l_i, qk_scale):
+    # scale > 0: max(s) * scale = max(s * scale), and s * scale - m is one FMA an element
+    m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)
+    m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
+    p = gl.exp2(sc * qk_scale - m_sub[:, None])
+    alpha = gl.exp2(m_i - m_sub)
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
+def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
                    s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
-                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr):
+                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     HEAD_D: gl.constexpr = q_smem.type.shape[1]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
@@ -94,7 +123,6 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
     shift = seq_k - seq_q
     offs_m = row0 + gl.arange(0, ROWS, layout=s_rows)
     n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
-    # Key tiles below `full` are visible from every row of this warpgroup: no mask arithmetic there.
     full = seq_k
     if CAUSAL:
         full = gl.minimum(seq_k, gl.maximum(row0 + shift + 1, 0))
@@ -105,33 +133,59 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(q_bar, 0)
     q_tile = q_smem.slice(HALF * ROWS, ROWS)
-    for it in range(n_tiles):
-        s = it % STAGES
-        phase = (it // STAGES) & 1
-        mbarrier.wait(k_ready.index(s), phase)
-        k_tile = k_bufs.index(s).reshape([BLOCK_N, HEAD_D])
-        sc = warpgroup_mma(q_tile, k_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
-        n0 = it * BLOCK_N
-        if n0 + BLOCK_N > full:
-            offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-            ok = offs_n[None, :] < seq_k
-            if CAUSAL:
-                ok = ok & (offs_n[None, :] <= offs_m[:, None] + shift)
-            sc = gl.where(ok, sc, float("-inf"))
-        # scale > 0: max(s) * scale = max(s * scale), and s * scale - m is one FMA an element
-        m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)
-        m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
-        p = gl.exp2(sc * qk_scale - m_sub[:, None])
-        alpha = gl.exp2(m_i - m_sub)
-        l_i = l_i * alpha + gl.sum(p, 1)
-        m_i = m_new
-        acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-        p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
-        mbarrier.wait(v_ready.index(s), phase)
-        acc = warpgroup_mma(p_op, v_bufs.index(s).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(kv_empty.index(s), count=1)
+    if OVERLAP:
+        # FlashAttention-3's intra-warpgroup pipelining: S of tile `it` is issued, then PV of tile it - 1; the
+        # softmax of S runs on the CUDA cores while that PV runs on the tensor core. So P of the previous tile
+        # lives across the loop in registers, and acc is rescaled by alpha only once PV of the previous tile is in.
+        p_op = gl.zeros([ROWS, BLOCK_N], q_smem.dtype, p_layout)
+        if n_tiles > 0:
+            mbarrier.wait(k_ready.index(0), 0)
+            sc = warpgroup_mma(q_tile, k_bufs.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
+                               use_acc=False, is_async=True)
+            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+            mbarrier.arrive(k_empty.index(0), count=1)
+            sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
+            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        for it in range(1, n_tiles):
+            s = it % STAGES
+            prev = (it - 1) % STAGES
+            mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
+            sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
+                               use_acc=False, is_async=True)
+            mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_bufs.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+            sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc,))  # S retired; PV may still run
+            mbarrier.arrive(k_empty.index(s), count=1)
+            sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
+            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        if n_tiles > 0:
+            last = (n_tiles - 1) % STAGES
+            mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_bufs.index(last).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+            mbarrier.arrive(v_empty.index(last), count=1)
+    else:
+        for it in range(n_tiles):
+            s = it % STAGES
+            phase = (it // STAGES) & 1
+            mbarrier.wait(k_ready.index(s), phase)
+            sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
+                               use_acc=False, is_async=True)
+            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+            mbarrier.arrive(k_empty.index(s), count=1)
+            sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
+            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+            mbarrier.wait(v_ready.index(s), phase)
+            acc = warpgroup_mma(p_op, v_bufs.index(s).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(s), count=1)
 
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
@@ -149,7 +203,7 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, ou
 @gluon.jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, GROUP,
                  qk_scale, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
-                 MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                 OVERLAP: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -160,17 +214,19 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(kv_empty.index(i), count=2)  # both MMA warpgroups release a slot
+        mbarrier.init(k_empty.index(i), count=2)  # both MMA warpgroups release a slot
+        mbarrier.init(v_empty.index(i), count=2)
     gl.warp_specialize([
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
-                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE)),
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty, out_ptr, lse_ptr,
-                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE)),
-        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, kv_empty,
-                           seq_q, seq_k, H, GROUP, CAUSAL)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
+                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE, OVERLAP)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
+                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE, OVERLAP)),
+        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty,
+                           v_empty, seq_q, seq_k, H, GROUP, CAUSAL)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

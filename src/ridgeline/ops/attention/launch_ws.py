@@ -43,8 +43,9 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
 
 
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-              scale: float, causal: bool, store_lse: bool, stages: int = 2) -> None:
-    """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`)."""
+              scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False) -> None:
+    """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`).
+    `overlap`: each warpgroup's softmax under its previous tile's PV (kernel_ws.py says how)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -71,11 +72,11 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
             view(q, [BLOCK_M, d]), view(k, [1, BLOCK_N, d]), view(v, [1, BLOCK_N, d]), out, lse,
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
             scale * LOG2E,
-            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS,
-            num_warps=4, maxnreg=LAUNCH_REGS)
+            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, MMA_REGS=MMA_REGS,
+            LOAD_REGS=LOAD_REGS, num_warps=4, maxnreg=LAUNCH_REGS)
 
 
-def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2) -> dict:
+def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
     UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s)."""
@@ -87,6 +88,7 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2) ->
              "v_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16")}
     for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
         types[name] = "i32"
-    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "MMA_REGS": MMA_REGS, "LOAD_REGS": LOAD_REGS}
+    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "MMA_REGS": MMA_REGS,
+              "LOAD_REGS": LOAD_REGS}
     return compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
                         ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"))

@@ -135,17 +135,19 @@ DQ_RULES: tuple[Rule, ...] = (
 @dataclass(frozen=True)
 class WsForward:
     """Where the warp-specialized Gluon forward (kernel_ws.py) takes a call its launcher accepts (sm_90, dense
-    [B, S, H, D], full or causal, 16-bit): the head dims it runs at and its K/V pipeline depth."""
+    [B, S, H, D], full or causal, 16-bit): the head dims it runs at, its K/V pipeline depth and whether each
+    warpgroup's softmax runs under its previous tile's PV (`overlap`)."""
 
     head_dims: tuple[int, ...]
     stages: int
+    overlap: bool
     why: str
 
 
 # Off until timed: the kernel is written, compiled for sm_90 without spills and reviewed, but no GPU call of
 # s25 found a machine to check and time it (scripts/device/attn_ws.py and tests/ops/attention/
 # test_attention_ws_gpu.py are ready). (64, 128) turns it on where it wins.
-WS_FORWARD = WsForward((), 2, "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, P from "
+WS_FORWARD = WsForward((), 2, False, "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, P from "
                        "registers (FlashAttention-3's split); not yet checked or timed on a GPU")
 
 _INTERPRETED = interpreter_enabled()
