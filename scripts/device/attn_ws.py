@@ -50,10 +50,10 @@ SHAPES = [  # (B, S, H, H_kv, D, causal)
 ]
 
 
-def _ws(q, k, v, causal, stages=2, lse=True, overlap=False):
+def _ws(q, k, v, causal, stages=2, lse=True, overlap=False, regs=(232, 40)):
     out = torch.empty_like(q)
     lse_t = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap)
+    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap, regs)
     return out, lse_t
 
 
@@ -76,7 +76,9 @@ def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overla
     out, lse = _ws(q, k, v, causal, stages, overlap=overlap)
     if overlap:  # the same arithmetic issued earlier: the same bits as the plain loop
         plain = _ws(q, k, v, causal, stages)
-        rec["overlap_equals_plain"] = bool(torch.equal(out, plain[0]) and torch.equal(lse, plain[1]))
+        # bits, so that NaN (sequence 1 of the inf case: inf - inf) equals NaN
+        rec["overlap_equals_plain"] = bool(torch.equal(out.view(torch.int16), plain[0].view(torch.int16))
+                                           and torch.equal(lse.view(torch.int32), plain[1].view(torch.int32)))
     if inf_next:  # judge sequence 0 only
         q, k, v, out, lse = q[:1], k[:1], v[:1], out[:1], lse[:1]
     ref, ref_lse = _reference(q, k, v, causal)
@@ -111,6 +113,8 @@ def _cases(q, k, v, causal) -> dict:
             "ws s3": lambda: _ws(q, k, v, causal, 3, False)[0],
             "ws s2 overlap": lambda: _ws(q, k, v, causal, 2, False, True)[0],
             "ws s3 overlap": lambda: _ws(q, k, v, causal, 3, False, True)[0],
+            # 240 / 24 registers: no spills, but ptxas then puts the PV wait before the exp2s (s26 SASS)
+            "ws s2 overlap r240": lambda: _ws(q, k, v, causal, 2, False, True, (240, 24))[0],
             "sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION)}
 
 

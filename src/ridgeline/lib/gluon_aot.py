@@ -24,10 +24,10 @@ def nvmma_descriptor(block: list[int], dtype_name: str) -> str:
 
 
 def compile_sm90(kernel: Any, types: dict[str, str], consts: dict[str, Any], num_warps: int, maxnreg: int,
-                 opcodes: tuple[str, ...]) -> dict[str, Any]:
+                 opcodes: tuple[str, ...], keep_sass: bool = False) -> dict[str, Any]:
     """Compile a @gluon.jit kernel for sm_90. types: each non-constexpr parameter's signature type ("i32",
     "*bf16", a `nvmma_descriptor`); consts: the constexpr values. Returns shared bytes, spill bytes and the counts
-    of `opcodes` in the SASS (the opcode's first dotted part)."""
+    of `opcodes` in the SASS (the opcode's first dotted part), and with `keep_sass` the SASS text itself."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -51,4 +51,6 @@ def compile_sm90(kernel: Any, types: dict[str, str], consts: dict[str, Any], num
         sass = run_tool([tool, "-sass", str(cubin)]).stdout if tool else ""
     ops = Counter(op.split(".")[0] for op in _SASS_OP.findall(sass))
     out["sass"] = {op: ops[op] for op in opcodes}
+    if keep_sass:
+        out["sass_text"] = sass
     return out

@@ -72,6 +72,8 @@ def test_ws_forward_fp16_and_three_stages(overlap):
     _assert_matches(out, lse, *_reference(q, k, v, True))
     two = _ws(q, k, v, True, stages=2, overlap=overlap)
     assert torch.equal(out, two[0]) and torch.equal(lse, two[1])  # stages do not change the arithmetic
+    plain = _ws(q, k, v, True, stages=3)
+    assert torch.equal(out, plain[0]) and torch.equal(lse, plain[1])  # nor does the overlap
 
 
 @needs_sm90

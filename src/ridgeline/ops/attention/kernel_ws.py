@@ -135,9 +135,11 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
     q_tile = q_smem.slice(HALF * ROWS, ROWS)
     if OVERLAP:
         # FlashAttention-3's intra-warpgroup pipelining: S of tile `it` is issued, then PV of tile it - 1; the
-        # softmax of S runs on the CUDA cores while that PV runs on the tensor core. So P of the previous tile
-        # lives across the loop in registers, and acc is rescaled by alpha only once PV of the previous tile is in.
-        p_op = gl.zeros([ROWS, BLOCK_N], q_smem.dtype, p_layout)
+        # softmax of S runs on the CUDA cores while that PV runs on the tensor core. acc is rescaled by alpha only
+        # once PV of the previous tile is in. P crosses the loop in fp32 and is rounded for its PV at the top of
+        # the next trip: rounded at the bottom, ptxas packs the new P into the registers the running PV reads and
+        # so waits for that PV before the exp2s (sm_90 SASS, s26).
+        p = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
         if n_tiles > 0:
             mbarrier.wait(k_ready.index(0), 0)
             sc = warpgroup_mma(q_tile, k_bufs.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
@@ -145,14 +147,14 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(0), count=1)
             sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
-            p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
-            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+            p, _alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
         for it in range(1, n_tiles):
             s = it % STAGES
             prev = (it - 1) % STAGES
             mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
+            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
             mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_bufs.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
             sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc,))  # S retired; PV may still run
@@ -162,9 +164,9 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
             acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
         if n_tiles > 0:
             last = (n_tiles - 1) % STAGES
+            p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
             mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_bufs.index(last).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))

@@ -43,9 +43,11 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
 
 
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-              scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False) -> None:
+              scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False,
+              regs: tuple[int, int] = (MMA_REGS, LOAD_REGS)) -> None:
     """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`).
-    `overlap`: each warpgroup's softmax under its previous tile's PV (kernel_ws.py says how)."""
+    `overlap`: each warpgroup's softmax under its previous tile's PV (kernel_ws.py says how). `regs`: registers a
+    thread of the MMA and of the load warpgroups after the hand-over (2 x MMA + load <= 3 x LAUNCH_REGS)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -64,16 +66,17 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
         flat = t.as_strided(shape, strides)
         return TensorDescriptor(flat, shape, strides, block, gl.NVMMASharedLayout.get_default_for(block, el))
 
-    if stages not in (2, 3) or out.stride(3) != 1 or lse.stride(2) != 1:
-        raise ValueError(f"launch_ws: stages 2 or 3 (shared memory), contiguous out rows and lse; got {stages}, "
-                         f"out strides {out.stride()}, lse strides {lse.stride()}")
+    if stages not in (2, 3) or out.stride(3) != 1 or lse.stride(2) != 1 or 2 * regs[0] + regs[1] > 3 * LAUNCH_REGS:
+        raise ValueError(f"launch_ws: stages 2 or 3 (shared memory), contiguous out rows and lse, registers within "
+                         f"the launch's; got {stages}, out strides {out.stride()}, lse strides {lse.stride()}, "
+                         f"regs {regs}")
     with torch.cuda.device(q.device):
         _attn_fwd_ws[(-(-seq_q // BLOCK_M), b * h)](
             view(q, [BLOCK_M, d]), view(k, [1, BLOCK_N, d]), view(v, [1, BLOCK_N, d]), out, lse,
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
             scale * LOG2E,
-            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, MMA_REGS=MMA_REGS,
-            LOAD_REGS=LOAD_REGS, num_warps=4, maxnreg=LAUNCH_REGS)
+            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, MMA_REGS=regs[0],
+            LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False) -> dict:
