@@ -134,12 +134,14 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
     mbarrier.wait(q_bar, 0)
     q_tile = q_smem.slice(HALF * ROWS, ROWS)
     if OVERLAP:
-        # FlashAttention-3's intra-warpgroup pipelining: S of tile `it` is issued, then PV of tile it - 1; the
-        # softmax of S runs on the CUDA cores while that PV runs on the tensor core. acc is rescaled by alpha only
-        # once PV of the previous tile is in. P crosses the loop in fp32 and is rounded for its PV at the top of
-        # the next trip: rounded at the bottom, ptxas packs the new P into the registers the running PV reads and
-        # so waits for that PV before the exp2s (sm_90 SASS, s26).
+        # FlashAttention-3's intra-warpgroup pipelining: S of tile `it` is issued, then acc * alpha and PV of
+        # tile it - 1; the softmax of S runs on the CUDA cores while that PV runs on the tensor core. P crosses
+        # the loop in fp32 and is rounded at the next trip's top: rounded at the bottom, ptxas packed the new P
+        # into the registers the running PV reads and waited for that PV before the exp2s (sm_90 SASS, s26).
+        # Even so ptxas keeps the exp2s under PV only where registers are tight (D = 128 at 232 a thread, with
+        # 44-76 bytes of spill); at 240 registers or D = 64 it moves the PV wait up (compile_for_sm90 counts it).
         p = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+        alpha = gl.zeros([ROWS], gl.float32, s_rows)
         if n_tiles > 0:
             mbarrier.wait(k_ready.index(0), 0)
             sc = warpgroup_mma(q_tile, k_bufs.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
@@ -147,13 +149,15 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(0), count=1)
             sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
-            p, _alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
+            p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
         for it in range(1, n_tiles):
             s = it % STAGES
             prev = (it - 1) % STAGES
             mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
+            # acc * alpha of tile it - 1, then its PV: the plain loop's order, while S of tile `it` runs
+            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
             mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_bufs.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
@@ -163,9 +167,9 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
-            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
         if n_tiles > 0:
             last = (n_tiles - 1) % STAGES
+            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
             mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_bufs.index(last).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)

@@ -79,10 +79,12 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
             LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
 
 
-def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False) -> dict:
+def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False,
+                     regs: tuple[int, int] = (MMA_REGS, LOAD_REGS)) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
-    UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s)."""
+    UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s), and `ex2_under_pv`: the exp2s ptxas left between the
+    wait for S (`WARPGROUP.DEPBAR.LE gsb0, 0x1`: the overlapped loop's) and the wait for PV (0 without `overlap`)."""
     from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
 
@@ -91,7 +93,21 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
              "v_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16")}
     for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
         types[name] = "i32"
-    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "MMA_REGS": MMA_REGS,
-              "LOAD_REGS": LOAD_REGS}
-    return compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
-                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"))
+    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "MMA_REGS": regs[0],
+              "LOAD_REGS": regs[1]}
+    out = compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
+                       ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"), keep_sass=True)
+    out["ex2_under_pv"] = _ex2_under_pv(out.pop("sass_text"))
+    return out
+
+
+def _ex2_under_pv(sass: str) -> int:
+    count, inside = 0, False
+    for line in sass.splitlines():
+        if "DEPBAR.LE gsb0, 0x1" in line:
+            inside, count = True, 0
+        elif "DEPBAR.LE gsb0, 0x0" in line and inside:
+            return count
+        elif inside and "MUFU.EX2" in line:
+            count += 1
+    return 0
