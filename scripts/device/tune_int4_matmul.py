@@ -13,7 +13,9 @@ rules' orientation with the same split must not, or batch invariance across the 
 other orientation may), then timed with triton.testing.do_bench_cudagraph over enough input sets to exceed the L2
 three times (cold L2). A failing config is recorded and skipped, never a crash; when --max-seconds runs out the
 shapes left are skipped and said so. The best config per shape is printed last; everything measured goes to
---json. (scripts/int4_unpack_sass.py gives the candidates' sm_90 loop instructions without a GPU.)
+--json. `--fused-only` times just the split programs' two reduces (a second launch, or the tile's last program
+adding the partials in the kernel) over the numeric splits. (scripts/int4_unpack_sass.py gives the candidates'
+sm_90 loop instructions without a GPU.)
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def candidates(m: int) -> list:
     return out
 
 
-def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
+def tune_shape(m: int, n: int, k: int, rep_ms: float, fused_only: bool = False) -> dict:
     from ridgeline.core.spec import Case
     from ridgeline.ops.int4_matmul import launch as L
     from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
@@ -101,23 +103,29 @@ def tune_shape(m: int, n: int, k: int, rep_ms: float) -> dict:
     base_splits = splits_for(n, k, 128, sms)
     split_opts = sorted({1, max(1, base_splits // 2), base_splits, min(2 * base_splits, k // 128 // 2 or 1)})
     original = L.splits_for
-    cands = [(None, None, base_splits), (None, True, base_splits), (None, False, base_splits)]
-    cands += [(c, None, base_splits) for c in candidates(m)]
-    cands += [(None, None, sp) for sp in split_opts if sp != base_splits]
-    for tile, split_progs, splits in cands:
+    # (tile, split programs, splits, fused reduce): None keeps the rule's choice
+    cands = [(None, None, base_splits, None), (None, True, base_splits, False), (None, True, base_splits, True),
+             (None, False, base_splits, None)]
+    if fused_only:
+        cands += [(None, True, sp, True) for sp in split_opts if sp != base_splits]
+    else:
+        cands += [(c, None, base_splits, None) for c in candidates(m)]
+        cands += [(None, None, sp, None) for sp in split_opts if sp != base_splits]
+    for tile, split_progs, splits, fused in cands:
         name = ("rules" if tile is None else tile.describe()) + \
             ("" if split_progs is None else f" split_programs={split_progs}") + \
+            ("" if fused is None else f" fused_reduce={fused}") + \
             ("" if splits == base_splits else f" splits={splits}")
         cfg = tile
         try:
             L.splits_for = (lambda *a, _s=splits: _s)
-            y = L.int4_matmul(x0, wp0, s0, cfg=cfg, split_programs=split_progs)
+            y = L.int4_matmul(x0, wp0, s0, cfg=cfg, split_programs=split_progs, fused_reduce=fused)
             err = (y.double() - ref).abs()
             if not bool((err <= tol.atol + tol.rtol * ref.abs()).all()):
                 rows.append({"impl": name, "error": f"wrong: max abs err {float(err.max()):.3g}"})
                 continue
-            us = _time([lambda x=x, w=w, sc=s, c=cfg, sp=split_progs: L.int4_matmul(x, w, sc, cfg=c, split_programs=sp)
-                        for x, w, s in sets], rep_ms)
+            us = _time([lambda x=x, w=w, sc=s, c=cfg, sp=split_progs, f=fused: L.int4_matmul(
+                x, w, sc, cfg=c, split_programs=sp, fused_reduce=f) for x, w, s in sets], rep_ms)
             row = {"impl": name, "us": us, "same_bits": bool(torch.equal(y, shipped)),
                    "weight_GBps": n * k / 2 / us / 1e3}
             rows.append(row)
@@ -136,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--max-seconds", type=float, default=100.0)
     ap.add_argument("--rep-ms", type=float, default=10.0)
+    ap.add_argument("--fused-only", action="store_true",
+                    help="only the split programs' reduce: second launch vs fused, over the numeric splits")
     args = ap.parse_args(argv)
     max_seconds, shape_text = args.max_seconds, args.shapes
     shapes = [tuple(int(v) for v in p.lower().split("x")) for p in shape_text.split(",")]
@@ -145,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(list(shape))
             continue
         try:
-            results.append(tune_shape(*shape, args.rep_ms))
+            results.append(tune_shape(*shape, args.rep_ms, args.fused_only))
         except Exception:
             results.append({"shape": list(shape), "error": traceback.format_exc(limit=3)})
         if args.json:

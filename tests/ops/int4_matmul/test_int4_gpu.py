@@ -83,6 +83,37 @@ def test_split_programs_past_2_31_partial_elements():
     assert torch.equal(a, int4_matmul(x, wp, s, split_programs=False))
 
 
+@pytest.mark.parametrize("m", [1, 16, 32])
+def test_fused_split_reduce_same_bits_many_launches(m):
+    """The tile's last program adds the partials (a counter per tile, reset by that program): the second launch's
+    bits at every call, across back-to-back launches (a counter left behind would skip or repeat a sum), in a CUDA
+    graph replayed many times, and on a second stream."""
+    from ridgeline.ops.int4_matmul.launch import _counters
+
+    wp, s = _weights(4096, 4096)
+    x = torch.randn((m, 4096), device="cuda").to(torch.bfloat16)
+    assert launch_plan(m, 4096, 4096, 128, x.device, fused_reduce=True)["fused_reduce"]
+    ref = int4_matmul(x, wp, s, fused_reduce=False)
+    _ok(ref, x, wp, s)
+    outs = [int4_matmul(x, wp, s, fused_reduce=True) for _ in range(50)]
+    assert all(torch.equal(o, ref) for o in outs)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y_side = int4_matmul(x, wp, s, fused_reduce=True)
+    torch.cuda.current_stream().wait_stream(side)
+    assert torch.equal(y_side, ref)
+    y = int4_matmul(x, wp, s, fused_reduce=True)  # (compiled and its counters made before capture)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = int4_matmul(x, wp, s, fused_reduce=True)
+    for _ in range(20):
+        y.fill_(float("nan"))
+        g.replay()
+        assert torch.equal(y, ref)
+    torch.cuda.synchronize()
+    assert not _counters(x.device).any()
+
+
 @pytest.mark.parametrize("op", ["int4_matmul", "pack_int4"])
 def test_harness_check_gpu(op):
     impls = ["ridgeline", "cublas-bf16", "torch-int4"] if op == "int4_matmul" else ["ridgeline", "torch-eager"]

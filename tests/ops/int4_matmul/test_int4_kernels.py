@@ -73,9 +73,19 @@ def test_split_launches_agree_bitwise_and_batch_invariance():
     x = torch.randn((20, 2048), dtype=torch.float16)
     plan = launch_plan(20, 64, 2048, 128, x.device)
     assert plan["splits"] > 1  # 4 SMs under the interpreter: the split rule is exercised
-    a = int4_matmul(x, wp, s, split_programs=True)
+    a = int4_matmul(x, wp, s, split_programs=True, fused_reduce=False)
     b = int4_matmul(x, wp, s, split_programs=False)
     assert torch.equal(a, b)
+    # the partials added in the kernel by each tile's last program: the same bits, and the counters left at zero
+    # (twice: a second launch that found a counter not reset would skip or repeat a tile's sum)
+    from ridgeline.ops.int4_matmul.launch import _counters
+
+    assert launch_plan(20, 64, 2048, 128, x.device, split_progs=True, fused_reduce=True)["fused_reduce"]
+    for _ in range(2):
+        y = torch.full_like(a, float("nan"))
+        y.copy_(int4_matmul(x, wp, s, split_programs=True, fused_reduce=True))
+        assert torch.equal(y, a)
+        assert not _counters(x.device).any()
     one = int4_matmul(x[7:8], wp, s)
     assert torch.equal(one, a[7:8])  # a row alone == that row in the batch (BLOCK_M 16 vs 32 here)
     assert torch.equal(int4_matmul(x, wp, s), a)  # deterministic

@@ -24,7 +24,11 @@ disagree in the last bit of a group's fp32 sum now and then (s15/s16: one row in
 K >= 4096; s20: 2 ulps once). So rows are bitwise batch invariant among batches of M <= 32 and among batches of
 M >= 33, not across that boundary (tests/ops/int4_matmul/test_int4_gpu.py pins both halves and measures the
 crossing).
-No atomics: deterministic.
+The split programs' partials are added either by a second launch (`lib.splitk`) or, FUSED_REDUCE, by the last of
+a tile's split programs to finish: each bumps the tile's counter after its partial is stored, and the one that sees
+SPLITS - 1 adds all partials in split order and resets the counter (self-resetting: the counters are zeroed once,
+launch.py). The counter only picks which program adds; the sum and its order are fixed, so it is deterministic and
+the bits are the second launch's.
 """
 
 from __future__ import annotations
@@ -53,11 +57,12 @@ def _weight_tile(wb, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.const
 
 @triton.jit
 def _int4_mm_kernel(
-    x_ptr, w_ptr, s_ptr, y_ptr, p_ptr,
+    x_ptr, w_ptr, s_ptr, y_ptr, p_ptr, cnt_ptr,
     M, N, stride_xm, stride_xk, stride_wn, stride_sn, stride_sg, stride_ym,
     n_groups, groups_per_split, m_tiles, mn,
     GROUP: tl.constexpr, GROUPS_PER_STEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLITS: tl.constexpr, SPLIT_PROGRAMS: tl.constexpr, SWAP_AB: tl.constexpr, EMULATE: tl.constexpr,
+    SPLITS: tl.constexpr, SPLIT_PROGRAMS: tl.constexpr, FUSED_REDUCE: tl.constexpr, SWAP_AB: tl.constexpr,
+    EMULATE: tl.constexpr,
     IEEE: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -118,7 +123,20 @@ def _int4_mm_kernel(
         y_offs = offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
         out_mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_PROGRAMS and SPLITS > 1:
-        # Partials [SPLITS, M, N] (contiguous); the reduce kernel adds them in split order.
+        # Partials [SPLITS, M, N] (contiguous), added in split order by the reduce kernel or, FUSED_REDUCE, by the
+        # tile's last program to finish.
         tl.store(p_ptr + tl.program_id(1).to(tl.int64) * mn + out_offs, total, mask=out_mask)
+        if FUSED_REDUCE:
+            # Every thread's partial is issued before the counter moves; the counter's acq_rel orders them GPU-wide.
+            tl.debug_barrier()
+            done = tl.atomic_add(cnt_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if done == SPLITS - 1:  # the last split of this tile: the others' partials are visible
+                acc = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+                p = p_ptr + out_offs
+                for _ in tl.static_range(SPLITS):  # lib.splitk's order: 0 + p0 + p1 + ... (the same bits)
+                    acc += tl.load(p, mask=out_mask, other=0.0, cache_modifier=".cg")
+                    p += mn  # (a pointer step: no 32-bit product to wrap past 2^31 partial elements)
+                tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
+                tl.atomic_xchg(cnt_ptr + pid, 0, sem="relaxed", scope="gpu")  # ready for the next launch
     else:
         tl.store(y_ptr + y_offs, total.to(y_ptr.dtype.element_ty), mask=out_mask)

@@ -21,6 +21,8 @@ from ridgeline.lib.launch import (
 from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.int4_matmul.pack import check_group
 from ridgeline.ops.int4_matmul.rules import (
+    FUSE_SPLIT_REDUCE,
+    FUSED_REDUCE_MAX_TILES,
     GROUPS_PER_STEP,
     TileConfig,
     split_programs,
@@ -99,44 +101,65 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
-                cfg: TileConfig | None = None, split_progs: bool | None = None) -> dict[str, Any]:
-    """What a launch does for (M, N, K): tile config, numeric splits, grid (recorded beside measurements)."""
+                cfg: TileConfig | None = None, split_progs: bool | None = None,
+                fused_reduce: bool | None = None) -> dict[str, Any]:
+    """What a launch does for (M, N, K): tile config, numeric splits, grid, and who adds the split programs'
+    partials (recorded beside measurements)."""
     sms = multiprocessor_count(device)
     cfg = cfg or tile_config(m)
     splits = splits_for(n, k, group_size, sms)
     per_split = split_programs(m, n, cfg, splits, sms) if split_progs is None else (split_progs and splits > 1)
     m_tiles = -(-m // cfg.block_m)
     n_tiles = -(-n // cfg.block_n)
+    fused = per_split and (FUSE_SPLIT_REDUCE if fused_reduce is None else fused_reduce) \
+        and m_tiles * n_tiles <= FUSED_REDUCE_MAX_TILES
     return {"config": cfg.describe(), "cfg": cfg, "splits": splits, "split_programs": per_split,
-            "grid": (m_tiles * n_tiles, splits if per_split else 1), "m_tiles": m_tiles}
+            "fused_reduce": fused, "grid": (m_tiles * n_tiles, splits if per_split else 1), "m_tiles": m_tiles}
+
+
+# The fused reduce's tile counters, zeroed once and left at zero by every launch. One buffer per (device, stream),
+# as torch keys cuBLAS workspaces: launches on one stream run in order, so they never share a counter in flight
+# (graphs captured on one stream and replayed at once on two would; torch's cuBLAS workspace has the same rule).
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _counters(device: torch.device) -> torch.Tensor:
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device.index if device.index is not None else -1, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None:  # (under graph capture the zeroing joins the graph: correct, one kernel more a replay)
+        buf = _COUNTERS[key] = torch.zeros(FUSED_REDUCE_MAX_TILES, dtype=torch.int32, device=device)
+    return buf
 
 
 def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: torch.Tensor, group_size: int,
-            cfg: TileConfig | None = None, split_progs: bool | None = None) -> None:
+            cfg: TileConfig | None = None, split_progs: bool | None = None, fused_reduce: bool | None = None) -> None:
     from ridgeline.ops.int4_matmul.kernel import _int4_mm_kernel
 
     m, k = x2.shape
     n = w_packed.shape[0]
-    plan = launch_plan(m, n, k, group_size, x2.device, cfg, split_progs)
-    cfg, splits, per_split = plan["cfg"], plan["splits"], plan["split_programs"]
+    plan = launch_plan(m, n, k, group_size, x2.device, cfg, split_progs, fused_reduce)
+    cfg, splits, per_split, fused = plan["cfg"], plan["splits"], plan["split_programs"], plan["fused_reduce"]
     n_groups = k // group_size
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=x2.device) if per_split else y
+    counters = _counters(x2.device) if fused else y
     emulate = x2.dtype == torch.float32 or interpreter_enabled()
     _int4_mm_kernel[plan["grid"]](
-        x2, w_packed, scales, y, partials,
+        x2, w_packed, scales, y, partials, counters,
         m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
         n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
         GROUP=group_size, GROUPS_PER_STEP=cfg.groups_per_step, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPLITS=splits, SPLIT_PROGRAMS=per_split, SWAP_AB=cfg.swap_ab, EMULATE=emulate,
+        SPLITS=splits, SPLIT_PROGRAMS=per_split, FUSED_REDUCE=fused, SWAP_AB=cfg.swap_ab, EMULATE=emulate,
         IEEE=x2.dtype == torch.float32 and not interpreter_enabled(), INTERPRETED=interpreter_enabled(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    if per_split:
+    if per_split and not fused:
         reduce_splits(partials, y)
 
 
 def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, group_size: int = 128,
-                *, cfg: TileConfig | None = None, split_programs: bool | None = None) -> torch.Tensor:
+                *, cfg: TileConfig | None = None, split_programs: bool | None = None,
+                fused_reduce: bool | None = None) -> torch.Tensor:
     """y = x @ dequant(w_packed, scales)^T for a weight from `pack_int4` (int4 weight-only, symmetric, groups along K).
 
     x: [..., K] bf16, fp16 or fp32 (any strides for 2-D x; read in place). w_packed: uint8 [N, K // 2] (rows may be
@@ -145,7 +168,8 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     (32, 64, 128 or 256). Repeated calls agree bitwise; a row's result does not depend on the batch among
     batches of up to 32 rows, nor among batches of 33 and more (across the two, the tensor cores' two instruction
     families may differ in a row's last bit: kernel.py).
-    `cfg` / `split_programs` override the launch rules (the tuning driver; the numeric split never changes).
+    `cfg` / `split_programs` / `fused_reduce` override the launch rules (the tuning driver; the numeric split
+    never changes, so neither do the bits).
     """
     # Checked before the custom op too: its dispatch would take a meta tensor's fake result or int() a bad group.
     x, n, k, group_size = _validate(x, w_packed, scales, group_size)
@@ -159,9 +183,9 @@ def int4_matmul(x: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, g
     if x2.shape[0] and n:
         if x.is_cuda and x.get_device() != torch.cuda.current_device():
             with torch.cuda.device(x.device):
-                _launch(x2, w_packed, scales, y, group_size, cfg, split_programs)
+                _launch(x2, w_packed, scales, y, group_size, cfg, split_programs, fused_reduce)
         else:
-            _launch(x2, w_packed, scales, y, group_size, cfg, split_programs)
+            _launch(x2, w_packed, scales, y, group_size, cfg, split_programs, fused_reduce)
     return y.view(*lead, n)
 
 

@@ -63,6 +63,13 @@ MIN_GROUPS_PER_SPLIT = 4
 # Split programs (own programs per split, fp32 partials + an ordered reduce) when the output tiles alone are fewer
 # than this many programs per SM; else one program walks its splits (no workspace, no second launch).
 SPLIT_BELOW_PROGRAMS_PER_SM = 2
+# Split programs add their partials in the kernel (the tile's last program, behind a self-resetting counter) instead
+# of a second launch. Off until timed (scripts/device/tune_int4_matmul.py times both): the s21 record puts the
+# second launch in the 7.5-8.2 us the 4096-wide layers take for 2 us of bytes.
+FUSE_SPLIT_REDUCE = False
+# Output tiles the fused reduce keeps counters for (split programs run only below 2 programs an SM, so a rule's
+# launch has fewer; a launch past this, through the tuning overrides, takes the second launch).
+FUSED_REDUCE_MAX_TILES = 4096
 
 
 def splits_for(n: int, k: int, group_size: int, sm_count: int) -> int:
