@@ -3,6 +3,7 @@
 
   ridgeline bench attention --impl ridgeline --impl scripts/device/attn_kernels.py:ws \
       --impl scripts/device/attn_kernels.py:ws_overlap --impl scripts/device/attn_kernels.py:triton ...
+  (and :ws_overlap_pingpong)
 
 `ws` and `ws_overlap` raise (a recorded failure) where the Gluon forward cannot run: not sm_90, packed batches,
 windows, D other than 64 / 128.
@@ -24,14 +25,15 @@ def triton(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None)
     return _forward(*args, store_lse=False, cfg=config_for("fwd", q.shape[-1], left >= 0 or right >= 0))[0]
 
 
-def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool) -> torch.Tensor:
+def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool, pingpong: bool = False) -> torch.Tensor:
     q, k, v, cu_q, _cu_k, _mq, _mk, scale, left, right = _prepare(q, k, v, causal, None, window, cu_seqlens,
                                                                   max_seqlen)
     if not ws_supported(q, k, v, cu_q is not None, left, right):
         raise ValueError("ws / ws_overlap: the Gluon forward runs dense [B, S, H, D] full or causal attention, "
                          "D 64 or 128, 16-bit, on sm_90; not this call")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    launch_ws(q, k, v, out, _new_lse(q, False), scale, right == 0, False, WS_FORWARD.stages, overlap)
+    launch_ws(q, k, v, out, _new_lse(q, False), scale, right == 0, False, WS_FORWARD.stages, overlap,
+              pingpong=pingpong)
     return out
 
 
@@ -43,3 +45,9 @@ def ws(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> 
 def ws_overlap(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:
     """The same with each warpgroup's softmax under its previous tile's PV (FlashAttention-3's pipelining)."""
     return _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, True)
+
+
+def ws_overlap_pingpong(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:
+    """The overlapped forward with the two warpgroups taking turns issuing their wgmmas (FlashAttention-3's
+    ping-pong)."""
+    return _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, True, True)

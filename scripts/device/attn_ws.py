@@ -43,6 +43,10 @@ CHECKS = [  # (B, S_q, S_k, H, H_kv, D, causal, dtype)
     (1, 1000, 300, 4, 1, 128, True, torch.bfloat16, 2, False, True),
     (3, 257, 129, 8, 2, 64, False, torch.bfloat16, 3, False, True),
     (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True, True),
+    (2, 1000, 1000, 4, 4, 128, True, torch.bfloat16, 2, False, True, True),
+    (1, 300, 1000, 4, 2, 128, True, torch.bfloat16, 2, False, True, True),
+    (3, 257, 129, 8, 2, 64, False, torch.bfloat16, 3, False, False, True),
+    (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True, True, True),
 ]
 SHAPES = [  # (B, S, H, H_kv, D, causal)
     (4, 4096, 32, 32, 128, False), (4, 4096, 32, 32, 128, True), (2, 8192, 32, 32, 128, True),
@@ -50,10 +54,10 @@ SHAPES = [  # (B, S, H, H_kv, D, causal)
 ]
 
 
-def _ws(q, k, v, causal, stages=2, lse=True, overlap=False, regs=(232, 40)):
+def _ws(q, k, v, causal, stages=2, lse=True, overlap=False, regs=(232, 40), pingpong=False):
     out = torch.empty_like(q)
     lse_t = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap, regs)
+    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap, regs, pingpong)
     return out, lse_t
 
 
@@ -63,18 +67,19 @@ def _reference(q, k, v, causal):
     return res[0], res[1]
 
 
-def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overlap=False) -> dict:
+def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overlap=False, pingpong=False) -> dict:
     g = torch.Generator(device="cuda").manual_seed(sq * 7 + sk)
     q, k, v = (torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv),
                                                                                          (sk, hkv)))
     rec = {"case": f"B{b} Sq{sq} Sk{sk} H{h}/{hkv} D{d} {'causal' if causal else 'full'} {str(dtype)[6:]} "
-                   f"s{stages}{' overlap' if overlap else ''}{' inf in the next sequence' if inf_next else ''}"}
+                   f"s{stages}{' overlap' if overlap else ''}{' pingpong' if pingpong else ''}"
+                   f"{' inf in the next sequence' if inf_next else ''}"}
     rec["supported"] = ws_supported(q, k, v, False, -1, 0 if causal else -1)
     if inf_next:  # the first keys of sequence 1: a tile of sequence 0 must not read them
         k[1, :5] = float("inf")
         v[1, :5] = float("inf")
-    out, lse = _ws(q, k, v, causal, stages, overlap=overlap)
-    if overlap:  # the same arithmetic issued earlier: the same bits as the plain loop
+    out, lse = _ws(q, k, v, causal, stages, overlap=overlap, pingpong=pingpong)
+    if overlap or pingpong:  # the same arithmetic issued earlier: the same bits as the plain loop
         plain = _ws(q, k, v, causal, stages)
         # bits, so that NaN (sequence 1 of the inf case: inf - inf) equals NaN
         rec["overlap_equals_plain"] = bool(torch.equal(out.view(torch.int16), plain[0].view(torch.int16))
@@ -115,6 +120,8 @@ def _cases(q, k, v, causal) -> dict:
             "ws s3 overlap": lambda: _ws(q, k, v, causal, 3, False, True)[0],
             # 240 / 24 registers: no spills, but ptxas then puts the PV wait before the exp2s (s26 SASS)
             "ws s2 overlap r240": lambda: _ws(q, k, v, causal, 2, False, True, (240, 24))[0],
+            "ws s2 pingpong": lambda: _ws(q, k, v, causal, 2, False, False, pingpong=True)[0],
+            "ws s2 overlap pingpong": lambda: _ws(q, k, v, causal, 2, False, True, pingpong=True)[0],
             "sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION)}
 
 

@@ -14,6 +14,10 @@ written out as Gluon partitions):
 - `OVERLAP` (FlashAttention-3's intra-warpgroup pipelining): each warpgroup issues S of tile j, then PV of tile
   j - 1, and runs tile j's softmax while that PV is on the tensor core. acc * alpha + PV in the same order as the
   plain loop, only issued earlier: the same bits (the GPU tests compare them).
+- `PINGPONG` (FlashAttention-3's inter-warpgroup schedule): the two warpgroups take turns issuing their wgmmas (S,
+  and with OVERLAP the previous tile's PV), handing the turn over by a pair of mbarriers, so one's softmax runs
+  while the other's matmuls hold the tensor core instead of both asking for it at once. Only the issue order
+  changes: the same bits.
 
 The arithmetic is kernel.py's: scores in base 2 with the scale folded into one FMA, the row maximum tracked from
 -inf (a row with nothing visible keeps 0 and writes out = 0, lse = -inf), P rounded to the input dtype before the
@@ -101,9 +105,25 @@ def _softmax_step(sc, m_i, l_i, qk_scale):
 
 
 @gluon.jit
-def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
+def _take_turn(turn, HALF: gl.constexpr, t, PINGPONG: gl.constexpr):
+    # Turn t of this warpgroup. The lower half goes first: its first wait is on parity 1, which a fresh barrier
+    # passes; the upper half's turn t needs the lower half's t-th hand-over, and the lower half's turn t the upper's
+    # (t - 1)-th.
+    if PINGPONG:
+        mbarrier.wait(turn.index(HALF), (t & 1) ^ (1 - HALF))
+
+
+@gluon.jit
+def _pass_turn(turn, HALF: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - HALF), count=1)
+
+
+@gluon.jit
+def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr, lse_ptr,
                    s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
-                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr):
+                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
+                   PINGPONG: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     HEAD_D: gl.constexpr = q_smem.type.shape[1]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
@@ -144,8 +164,10 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
         alpha = gl.zeros([ROWS], gl.float32, s_rows)
         if n_tiles > 0:
             mbarrier.wait(k_ready.index(0), 0)
+            _take_turn(turn, HALF, 0, PINGPONG)
             sc = warpgroup_mma(q_tile, k_bufs.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
+            _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(0), count=1)
             sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
@@ -154,13 +176,15 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             s = it % STAGES
             prev = (it - 1) % STAGES
             mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
+            _take_turn(turn, HALF, it, PINGPONG)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
             # acc * alpha of tile it - 1, then its PV: the plain loop's order, while S of tile `it` runs
             acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
-            mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_bufs.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+            _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc,))  # S retired; PV may still run
             mbarrier.arrive(k_empty.index(s), count=1)
             sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
@@ -172,7 +196,9 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
             mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
+            _take_turn(turn, HALF, n_tiles, PINGPONG)
             acc = warpgroup_mma(p_op, v_bufs.index(last).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+            _pass_turn(turn, HALF, PINGPONG)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(last), count=1)
     else:
@@ -180,8 +206,10 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             s = it % STAGES
             phase = (it // STAGES) & 1
             mbarrier.wait(k_ready.index(s), phase)
+            _take_turn(turn, HALF, it, PINGPONG)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
+            _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(s), count=1)
             sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
@@ -209,7 +237,7 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
 @gluon.jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, GROUP,
                  qk_scale, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
-                 OVERLAP: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                 OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -222,17 +250,22 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)  # both MMA warpgroups release a slot
         mbarrier.init(v_empty.index(i), count=2)
     gl.warp_specialize([
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
-                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE, OVERLAP)),
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, out_ptr, lse_ptr,
-                          s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE, OVERLAP)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
+                          lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE,
+                          OVERLAP, PINGPONG)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
+                          lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE,
+                          OVERLAP, PINGPONG)),
         (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty,
                            v_empty, seq_q, seq_k, H, GROUP, CAUSAL)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -44,9 +44,10 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
 
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
               scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False,
-              regs: tuple[int, int] = (MMA_REGS, LOAD_REGS)) -> None:
+              regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False) -> None:
     """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`).
-    `overlap`: each warpgroup's softmax under its previous tile's PV (kernel_ws.py says how). `regs`: registers a
+    `overlap`: each warpgroup's softmax under its previous tile's PV; `pingpong`: the warpgroups take turns issuing
+    their wgmmas (kernel_ws.py says how; neither changes the bits). `regs`: registers a
     thread of the MMA and of the load warpgroups after the hand-over (2 x MMA + load <= 3 x LAUNCH_REGS)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -75,12 +76,12 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
             view(q, [BLOCK_M, d]), view(k, [1, BLOCK_N, d]), view(v, [1, BLOCK_N, d]), out, lse,
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
             scale * LOG2E,
-            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, MMA_REGS=regs[0],
+            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, MMA_REGS=regs[0],
             LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False,
-                     regs: tuple[int, int] = (MMA_REGS, LOAD_REGS)) -> dict:
+                     regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
     UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s), and `ex2_under_pv`: the exp2s ptxas left between the
@@ -93,8 +94,8 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
              "v_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16")}
     for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
         types[name] = "i32"
-    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "MMA_REGS": regs[0],
-              "LOAD_REGS": regs[1]}
+    consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "PINGPONG": pingpong,
+              "MMA_REGS": regs[0], "LOAD_REGS": regs[1]}
     out = compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"), keep_sass=True)
     out["ex2_under_pv"] = _ex2_under_pv(out.pop("sass_text"))

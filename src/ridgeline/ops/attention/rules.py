@@ -136,12 +136,14 @@ DQ_RULES: tuple[Rule, ...] = (
 class WsForward:
     """Where the warp-specialized Gluon forward (kernel_ws.py) takes a call its launcher accepts (sm_90, dense
     [B, S, H, D], full or causal, 16-bit): the head dims it runs at, its K/V pipeline depth and whether each
-    warpgroup's softmax runs under its previous tile's PV (`overlap`)."""
+    warpgroup's softmax runs under its previous tile's PV (`overlap`) and whether the warpgroups take turns issuing
+    their wgmmas (`pingpong`)."""
 
     head_dims: tuple[int, ...]
     stages: int
     overlap: bool
     why: str
+    pingpong: bool = False
 
 
 # Off until timed: the kernel is written, compiled for sm_90 without spills and reviewed, but no GPU call of
