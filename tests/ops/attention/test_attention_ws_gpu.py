@@ -1,8 +1,8 @@
 """The warp-specialized attention forward (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 at shapes that
 cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64, fp16,
 3 stages), keys of the next sequence that hold inf, batch invariance, the softmax under the previous tile's PV
-(`overlap`) giving the same bits as the plain loop, and the public `attention` taking it where the rules say
-(rules.WS_FORWARD) and the Triton forward elsewhere."""
+(`overlap`) and the warpgroups' ping-pong giving the same bits as the plain loop, and the public `attention`
+taking it where the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def _qkv(b, sq, sk, h, hkv, d, dtype, seed=0):
     return [torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv), (sk, hkv))]
 
 
-def _ws(q, k, v, causal, stages=2, overlap=False):
+def _ws(q, k, v, causal, stages=2, overlap=False, pingpong=False):
     out = torch.full_like(q, float("nan"))  # poisoned: every row must be written
     lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda")
-    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages, overlap)
+    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages, overlap, pingpong=pingpong)
     return out, lse
 
 
@@ -62,6 +62,23 @@ def test_ws_forward_matches_float64(shape, causal, overlap):
     if overlap:  # acc * alpha + PV in the same order, only issued earlier: the same bits
         plain = _ws(q, k, v, causal)
         assert torch.equal(out, plain[0]) and torch.equal(lse, plain[1])
+
+
+@needs_sm90
+@pytest.mark.parametrize("shape", [(2, 1000, 1000, 4, 4, 128), (1, 300, 1000, 4, 2, 128), (3, 257, 129, 8, 2, 64),
+                                   (1, 1, 77, 2, 2, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_pingpong_matches_float64_and_the_plain_bits(shape, causal, overlap):
+    """The warpgroups taking turns only reorders when each issues: float64-close and the plain loop's bits, on
+    3 stages too (a turn handed over wrongly deadlocks or races; both would show here)."""
+    q, k, v = _qkv(*shape, torch.bfloat16, seed=5)
+    out, lse = _ws(q, k, v, causal, overlap=overlap, pingpong=True)
+    _assert_matches(out, lse, *_reference(q, k, v, causal))
+    plain = _ws(q, k, v, causal)
+    assert torch.equal(out, plain[0]) and torch.equal(lse, plain[1])
+    three = _ws(q, k, v, causal, stages=3, overlap=overlap, pingpong=True)
+    assert torch.equal(three[0], out) and torch.equal(three[1], lse)
 
 
 @needs_sm90
