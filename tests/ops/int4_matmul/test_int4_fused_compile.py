@@ -1,7 +1,7 @@
 """The int4 kernel with the split programs' reduce fused in (a counter atomic with acq_rel at GPU scope, .cg loads
 of the other programs' partials) compiles for sm_90, with this Triton and with the oldest one we support (where
-RIDGELINE_OLDEST_TRITON names it, as in CI). The rules keep it off until timed, so the every-op compile test does not
-reach it; the CPU test runs it under the interpreter, this proves the compiler takes it."""
+RIDGELINE_OLDEST_TRITON names it, as in CI). The rules take it up to 8 rows; the every-op compile test reaches it only
+at the CPU shapes' splits, this compiles it at the 8- and 16-row tiles."""
 
 from __future__ import annotations
 

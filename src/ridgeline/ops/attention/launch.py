@@ -192,7 +192,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
     if cfg is None and d in WS_FORWARD.head_dims and ws_supported(q, k, v, varlen, left, right):
-        launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, WS_FORWARD.overlap,
+        launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, d in WS_FORWARD.overlap,
                   pingpong=WS_FORWARD.pingpong)
         return out, lse
     if cfg is None:

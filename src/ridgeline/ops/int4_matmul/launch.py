@@ -21,7 +21,7 @@ from ridgeline.lib.launch import (
 from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.int4_matmul.pack import check_group
 from ridgeline.ops.int4_matmul.rules import (
-    FUSE_SPLIT_REDUCE,
+    FUSE_SPLIT_REDUCE_MAX_M,
     FUSED_REDUCE_MAX_TILES,
     GROUPS_PER_STEP,
     TileConfig,
@@ -111,7 +111,7 @@ def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
     per_split = split_programs(m, n, cfg, splits, sms) if split_progs is None else (split_progs and splits > 1)
     m_tiles = -(-m // cfg.block_m)
     n_tiles = -(-n // cfg.block_n)
-    fused = per_split and (FUSE_SPLIT_REDUCE if fused_reduce is None else fused_reduce) \
+    fused = per_split and (m <= FUSE_SPLIT_REDUCE_MAX_M if fused_reduce is None else fused_reduce) \
         and m_tiles * n_tiles <= FUSED_REDUCE_MAX_TILES
     return {"config": cfg.describe(), "cfg": cfg, "splits": splits, "split_programs": per_split,
             "fused_reduce": fused, "grid": (m_tiles * n_tiles, splits if per_split else 1), "m_tiles": m_tiles}
