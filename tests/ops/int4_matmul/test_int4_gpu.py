@@ -43,7 +43,8 @@ def test_batch_invariance_across_tile_rules(nk):
     33); across the two, the values agree to the last bf16 bit or so and differ in few rows (what the H200 showed)."""
     n, k = nk
     wp, s = _weights(n, k)
-    x = torch.randn((1024, k), device="cuda").to(torch.bfloat16)
+    x = torch.randn((1024, k), device="cuda", generator=torch.Generator(device="cuda").manual_seed(7))
+    x = x.to(torch.bfloat16)
     full = int4_matmul(x, wp, s)
     small = int4_matmul(x[:32], wp, s)
     for m in (1, 3, 8, 9, 16, 17):  # the swapped 8-, 16- and 32-row tiles (mma.sync)
@@ -52,12 +53,16 @@ def test_batch_invariance_across_tile_rules(nk):
         assert torch.equal(int4_matmul(x[:m], wp, s), full[:m]), f"M={m} vs M=1024"
     assert torch.equal(int4_matmul(x, wp, s), full)  # deterministic
     assert torch.equal(int4_matmul(x[:64], wp, s, split_programs=False), full[:64])
-    # Across the families: at most 2 bf16 ulps anywhere, in a few of the 32 rows (the H200: 0 or 1 ulp on the 64x64
-    # tiles; 2 once in two runs at 28672x4096 on the 64x128 tile of s20; s21's swapped mma.sync tiles, whose K
-    # pairs reach the MMAs in another grouping than the wgmma's: 5 of 32 rows at 28672x4096, within 2 ulps).
+    # Across the families the fp32 group sums take their K pairs in other groupings (s21: 5 of 32 rows at 28672x4096
+    # differ), so a result differs by its own bf16 rounding (2 ulps of it) plus the two fp32 orders' difference,
+    # which scales with the sum of |x w| over K, not with the result: where the sum cancels to near zero, that is
+    # many ulps of the result (the s28 H200 run: 32 ulps of one such element at 8192x28672). The fp32 part is bounded
+    # at 2^-16 of sum |x w| (~1e-5; a wrong group or scale is off by ~1e-2 of it).
     diff = (small.float() - full[:32].float()).abs()
     ulp = torch.finfo(torch.bfloat16).eps * full[:32].float().abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
-    assert bool((diff <= 2 * ulp).all()), float((diff / ulp).max())
+    abs_sum = x[:32].double().abs() @ unpack_int4(wp, s).abs().t()
+    bound = 2 * ulp.double() + abs_sum * 2.0**-16
+    assert bool((diff.double() <= bound).all()), float((diff.double() / bound).max())
     assert int((diff > 0).any(dim=1).sum()) <= 8, int((diff > 0).any(dim=1).sum())
 
 
