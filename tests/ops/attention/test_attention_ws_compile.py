@@ -46,3 +46,32 @@ def test_ws_supported_takes_dense_full_or_causal_only():
     k = torch.empty(2, 256, 2, 128, dtype=torch.bfloat16)
     # On this CPU machine it is never taken (no sm_90); the shape rules are checked where a GPU exists.
     assert not ws_supported(q, k, k, False, -1, 0)
+
+
+def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeypatch):
+    """A bench record's launch config must name the kernel that ran: the Gluon forward for dense batches at the
+    rules' head dims on sm_90, the Triton tile for packed batches, windows, [B, H, S, D] layouts, other head dims
+    and other GPUs."""
+    import ridgeline.lib.launch as lib_launch
+    from ridgeline.core.registry import get_spec
+    from ridgeline.core.spec import Case
+    from ridgeline.ops.attention.rules import WS_FORWARD
+
+    monkeypatch.setattr(lib_launch, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    capability = [(9, 0)]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability[0])
+    spec = get_spec("attention")
+
+    def fwd(shape, variant="causal", dtype=torch.bfloat16):
+        return spec.launch_info(Case(shape, dtype, variant), "cuda:0")["fwd"]
+
+    assert fwd((4, 4096, 32, 8, 128)) == WS_FORWARD.describe(128) and "overlap" in fwd((4, 4096, 32, 8, 128))
+    assert fwd((4, 4096, 32, 32, 64), "full") == WS_FORWARD.describe(64)
+    for shape, variant in (((16384, 32, 8, 128), "causal"), ((4, 4096, 16, 16, 256), "causal"),
+                           ((4, 4096, 32, 8, 128), "window"), ((4, 4096, 32, 8, 128), "causal+bhsd")):
+        assert not fwd(shape, variant).startswith("gluon"), (shape, variant)
+    capability[0] = (8, 0)
+    assert not fwd((4, 4096, 32, 8, 128)).startswith("gluon")
+    assert all("gluon" not in v for v in get_spec("attention_bwd").launch_info(
+        Case((4, 4096, 32, 8, 128), torch.bfloat16, "causal"), "cuda:0").values())

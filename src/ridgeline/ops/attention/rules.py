@@ -145,15 +145,19 @@ class WsForward:
     why: str
     pingpong: bool = False
 
+    def describe(self, head_d: int) -> str:
+        return (f"gluon ws 128x128 s{self.stages}" + (" overlap" if head_d in self.overlap else "")
+                + (" pingpong" if self.pingpong else ""))
 
-# s28 on an H100 (scripts/device/attn_ws.py, graph-timed, h100-attn-ws-s28.json; the cold-eager sweeps
-# h100-bench-attention-{causal-,}sweep-ws-s28.json): at D = 128 the overlapped Gluon forward ran 1.25-1.45x the
-# Triton forward (B4 S4096 full 1665 against 2412 us, causal 951 against 1219) and 0.95-1.05x cuDNN; at D = 64 the
-# plain Gluon loop 1.04x the Triton forward causal (697 against 725 us), the overlapped one level (ptxas hoists
-# the PV wait there: no overlap in the SASS). 3 stages level with 2; the ping-pong within +-3 % either way, off.
+
+# s28 (scripts/device/attn_ws.py, graph-timed; h200-attn-ws-s28.json on the H200, the H100 run of s28-first
+# alike): at D = 128 the overlapped Gluon forward ran 1.22-1.34x the Triton forward at S >= 4096 (B4 S4096 full 1723
+# against 2306 us, causal 954 against 1223) and 1.14x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop
+# 1.04x the Triton forward causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no
+# overlap in the SASS). 3 stages within +-4 % of 2; the ping-pong within +-4 % of none, either way: both off.
 WS_FORWARD = WsForward((64, 128), 2, (128,), "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, "
-                       "P from registers (FlashAttention-3's split); s28 H100: 1.25-1.45x the Triton forward at "
-                       "D = 128, 1.04x at D = 64")
+                       "P from registers (FlashAttention-3's split); s28: 1.14-1.34x the Triton forward at D = 128, "
+                       "1.04x at D = 64 (h200-attn-ws-s28.json)")
 
 _INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}

@@ -258,7 +258,29 @@ class _AttentionFamily:
         d = case.shape[-1]
         masked = "causal" in case.variant or "window" in case.variant
         kernels = ("dkdv", "dq") if self.name.endswith("_bwd") else ("fwd",)
-        return {k: rule_for(RuleCase(k, d, masked)).config.describe() for k in kernels}
+        info = {k: rule_for(RuleCase(k, d, masked)).config.describe() for k in kernels}
+        if "fwd" in info and _gluon_forward_takes(case, device):
+            from ridgeline.ops.attention.rules import WS_FORWARD
+
+            info["fwd"] = WS_FORWARD.describe(d)
+        return info
+
+
+def _gluon_forward_takes(case: Case, device: Any) -> bool:
+    """Whether the rules send this case's forward to the Gluon kernel (launch_ws.ws_supported on the dense
+    inputs the harness makes): sm_90, a head dim the rules name, dense [B, S, H, D] batches, no window, 16-bit."""
+    from ridgeline.lib.launch import interpreter_enabled
+    from ridgeline.ops.attention.rules import WS_FORWARD
+
+    # ("bhsd": [B, H, S, D] tensors seen as [B, S, H, D] views, whose strides the Gluon launcher refuses)
+    if "window" in case.variant or "bhsd" in case.variant or _dims(case.shape)[-1]:
+        return False
+    if case.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if case.shape[-1] not in WS_FORWARD.head_dims or interpreter_enabled():
+        return False
+    dev = torch.device(device)
+    return dev.type == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability(dev)[0] == 9
 
 
 FIELDS: dict[str, Any] = {
