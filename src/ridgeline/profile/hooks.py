@@ -19,6 +19,10 @@ Every function of a hook is optional:
     Overrides of fields of one recorded TritonLaunch, e.g. ``"config"``: the op's own description of its launch
     configuration (by default the kernel's constexprs and warps), or ``"grid"``. Called inside ``gpu_rules``
     where the capture entered them; a launch of another package's kernel (a peer's) should get ``{}``.
+``gpu_notes(spec, case, sm_count) -> list[str]``
+    What the op runs on a GPU that a record-only capture on the CPU cannot see (a kernel the rules take only on a
+    real device, e.g. a Gluon kernel on sm_90): one line each, added to the profile's notes so its recorded launch
+    is not taken for the one that runs.
 
 Without a hook the profiler calls the implementation on ``spec.make_inputs(case, "cpu", 0)`` (fine for small
 shapes) and records the launches with their real arguments.
@@ -68,3 +72,8 @@ def describe_launch(spec: Any, case: Any, inputs: dict[str, Any], launch: Any) -
     hook = getattr(hooks_for(spec), "describe_launch", None)
     return dict(hook(spec, case, inputs, launch) or {}) if hook is not None else {}
 
+
+
+def gpu_notes(spec: Any, case: Any, sm_count: int) -> list[str]:
+    hook = getattr(hooks_for(spec), "gpu_notes", None)
+    return [str(n) for n in (hook(spec, case, sm_count) or [])] if hook is not None else []

@@ -319,6 +319,11 @@ def capture_call(op: Any, impl: str, shape: Any, dtype: Any, variant: str = "", 
         if not cap.launches and require_launch:
             raise ValueError(f"profile: calling {label} at {shape_text} launched no triton.jit kernel: not a Triton "
                              "kernel, or one launched outside JITFunction.run (as torch.compile's Inductor does)")
+        if not run and implementation.source == "ours":
+            try:
+                notes += hooks.gpu_notes(spec, case, sm_count)
+            except Exception as e:
+                notes.append(f"The op's gpu_notes hook failed: {type(e).__name__}: {e}")
         return CallCapture(cap.launches, kind, notes)
     raise ValueError(f"profile: {failure or f'no inputs for {label} at {shape_text}'}")
 

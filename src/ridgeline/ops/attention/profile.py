@@ -3,7 +3,8 @@
 - `meta_inputs`: the spec's inputs on the meta device, so `ridgeline profile` records the launches of any size
   (B4 S4096 H32 D128 included) without memory or a GPU;
 - `gpu_rules`: while active, the launch rules and the launches pick what a CUDA GPU would (the GPU tiles, bf16/fp16
-  tiles straight into tl.dot), even under Triton's CPU interpreter.
+  tiles straight into tl.dot), even under Triton's CPU interpreter;
+- `gpu_notes`: where the rules send the forward to the Gluon kernel on sm_90, which a CPU capture cannot record.
 """
 
 from __future__ import annotations
@@ -49,3 +50,18 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
     """The GPU's launch rules while the profiler records launches on a CPU (the interpreter's tiles otherwise)."""
     return module_globals(PACKAGE, {"_INTERPRETED": False, "require_runnable_device": lambda *a, **k: None},
                           skip=(PACKAGE + ".peers",))
+
+
+def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
+    """The forward the rules run on an sm_90 GPU where it is not the recorded Triton launch."""
+    from ridgeline.ops.attention.rules import WS_FORWARD
+    from ridgeline.ops.attention.spec import _gluon_forward_takes
+
+    if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
+        return []
+    d = case.shape[-1]
+    return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "
+            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d)}), not the Triton launch recorded here; its sm_90 "
+            f"compile: python -c 'from ridgeline.ops.attention.launch_ws import compile_for_sm90 as c; "
+            f"print(c({d}, {'causal' in case.variant}, {WS_FORWARD.stages}, {d in WS_FORWARD.overlap}))' "
+            "(without TRITON_INTERPRET)"]

@@ -266,7 +266,7 @@ class _AttentionFamily:
         return info
 
 
-def _gluon_forward_takes(case: Case, device: Any) -> bool:
+def _gluon_forward_takes(case: Case, device: Any, assume_sm90: bool = False) -> bool:
     """Whether the rules send this case's forward to the Gluon kernel (launch_ws.ws_supported on the dense
     inputs the harness makes): sm_90, a head dim the rules name, dense [B, S, H, D] batches, no window, 16-bit."""
     from ridgeline.lib.launch import interpreter_enabled
@@ -277,7 +277,11 @@ def _gluon_forward_takes(case: Case, device: Any) -> bool:
         return False
     if case.dtype not in (torch.bfloat16, torch.float16):
         return False
-    if case.shape[-1] not in WS_FORWARD.head_dims or interpreter_enabled():
+    if case.shape[-1] not in WS_FORWARD.head_dims:
+        return False
+    if assume_sm90:  # (the profiler's question: what would an sm_90 GPU run)
+        return True
+    if interpreter_enabled():
         return False
     dev = torch.device(device)
     return dev.type == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability(dev)[0] == 9

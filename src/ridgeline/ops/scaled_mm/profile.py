@@ -3,7 +3,9 @@
 - `meta_inputs`: the spec's inputs on the meta device (shapes and strides only), so `ridgeline profile` records
   the launch of any size without memory or a GPU (meta tensors count as 16-byte aligned: the TMA path);
 - `gpu_rules`: while active, the launch rules pick what a CUDA GPU with `sm_count` SMs would, even under Triton's
-  CPU interpreter and on meta tensors.
+  CPU interpreter and on meta tensors;
+- `gpu_notes`: where the rules send the GEMM to the warp-specialized Gluon kernel on sm_90, which a CPU capture
+  cannot record (it records the Triton tile the rules pick off Hopper).
 """
 
 from __future__ import annotations
@@ -46,3 +48,28 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
     values = {"_INTERPRETED": False, "multiprocessor_count": lambda device: sm_count,
               "require_runnable_device": lambda *a, **k: None}
     return module_globals(PACKAGE, values, skip=(PACKAGE + ".peers",))
+
+
+def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
+    """The kernel an sm_90 GPU runs where it is not the recorded Triton launch: the rules' choice with the Gluon
+    kernel allowed (launch.py's `ws_call` and `ws_supported` on the meta inputs' layout)."""
+    from ridgeline.ops.scaled_mm.launch import _tma_ok
+    from ridgeline.ops.scaled_mm.rules import config_for
+
+    if spec.name != "scaled_mm" or 0 in case.shape:
+        return []
+    m, n, k = case.shape
+    v = parse_variant(case.variant)
+    ins = meta_inputs(spec, case)
+    a, b = ins["a"], ins["b"]
+    if not (_tma_ok(a) and _tma_ok(b)) or v["out_dtype"] not in (torch.bfloat16, torch.float16) or (2 * n) % 16:
+        return []
+    aligned = all(st % 16 == 0 or st == 1 for st in (*a.stride(), *b.stride()))
+    cfg = config_for(m, n, k, v["mode"], sm_count, interpreted=False, tma=True, aligned=aligned, ws=True)
+    takes = (cfg.warp_specialized and cfg.use_tma and cfg.block_m == 256 and cfg.block_k == 128
+             and (v["mode"] != "block" or cfg.block_n == 128))
+    if not takes:
+        return []
+    return [f"On an sm_90 GPU (H100, H200) the rules run this GEMM on the warp-specialized Gluon kernel "
+            f"(ops/scaled_mm/kernel_ws.py, {cfg.describe()}), not the Triton launch recorded here; its sm_90 "
+            "compile: ops/scaled_mm/launch_ws.py's compile_for_sm90 (without TRITON_INTERPRET)"]
