@@ -6,7 +6,7 @@
   (and :ws_overlap_pingpong)
 
 `ws` and `ws_overlap` raise (a recorded failure) where the Gluon forward cannot run: not sm_90, packed batches,
-windows, D other than 64 / 128.
+windows, D other than 64 / 128 / 256 (D = 256 is not in the rules: it runs here only).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool, pingp
                                                                   max_seqlen)
     if not ws_supported(q, k, v, cu_q is not None, left, right):
         raise ValueError("ws / ws_overlap: the Gluon forward runs dense [B, S, H, D] full or causal attention, "
-                         "D 64 or 128, 16-bit, on sm_90; not this call")
+                         "D 64, 128 or 256, 16-bit, on sm_90; not this call")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     launch_ws(q, k, v, out, _new_lse(q, False), scale, right == 0, False, WS_FORWARD.stages, overlap,
               pingpong=pingpong)

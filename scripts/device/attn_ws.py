@@ -46,11 +46,14 @@ CHECKS = [  # (B, S_q, S_k, H, H_kv, D, causal, dtype)
     (2, 1000, 1000, 4, 4, 128, True, torch.bfloat16, 2, False, True, True),
     (1, 300, 1000, 4, 2, 128, True, torch.bfloat16, 2, False, True, True),
     (3, 257, 129, 8, 2, 64, False, torch.bfloat16, 3, False, False, True),
+    (2, 1000, 1000, 4, 2, 256, True, torch.bfloat16), (1, 300, 1000, 4, 4, 256, False, torch.bfloat16),
+    (2, 1000, 1000, 4, 2, 256, False, torch.bfloat16, 2, True),
     (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True, True, True),
 ]
 SHAPES = [  # (B, S, H, H_kv, D, causal)
     (4, 4096, 32, 32, 128, False), (4, 4096, 32, 32, 128, True), (2, 8192, 32, 32, 128, True),
     (4, 4096, 32, 8, 128, True), (4, 4096, 32, 32, 64, True), (16, 1024, 32, 32, 128, True),
+    (4, 4096, 16, 16, 256, True), (4, 4096, 16, 16, 256, False),
 ]
 
 

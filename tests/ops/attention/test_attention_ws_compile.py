@@ -16,12 +16,13 @@ from ridgeline.ops.attention.launch_ws import ws_supported
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_forward_compiles_for_sm90(triton_path):
     cases = ((128, True, 2, False, False), (128, False, 3, True, False), (64, True, 2, True, False),
-             (128, True, 2, True, False), (128, True, 2, False, True), (128, True, 2, True, True))
+             (128, True, 2, True, False), (128, True, 2, False, True), (128, True, 2, True, True),
+             (256, True, 2, False, False))
     results = compile_in_child("ridgeline.ops.attention.launch_ws",
                                f"[compile_for_sm90(d, c, s, o, pingpong=pp) for d, c, s, o, pp in {cases!r}]",
                                triton_path)
     for (d, _causal, stages, overlap, _pingpong), r in zip(cases, results):
-        assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 x D
+        assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 (D = 256: 64) x D
         sass = r["sass"]
         # Per key tile each MMA warpgroup issues S = QK^T and O += PV as k16 wgmmas, the load warp TMA copies of
         # Q, K and V; the warps trade registers.

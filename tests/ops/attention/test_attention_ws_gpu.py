@@ -1,8 +1,8 @@
 """The warp-specialized attention forward (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 at shapes that
-cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64, fp16,
-3 stages), keys of the next sequence that hold inf, batch invariance, the softmax under the previous tile's PV
-(`overlap`) and the warpgroups' ping-pong giving the same bits as the plain loop, and the public `attention`
-taking it where the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
+cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64,
+D = 256 on 64-key tiles, fp16, 3 stages), keys of the next sequence that hold inf, batch invariance, the softmax
+under the previous tile's PV (`overlap`) and the warpgroups' ping-pong giving the same bits as the plain loop, and
+the public `attention` taking it where the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def _assert_matches(out, lse, ref, ref_lse):
 
 @needs_sm90
 @pytest.mark.parametrize("shape", [(2, 1000, 1000, 4, 4, 128), (1, 300, 1000, 4, 2, 128), (1, 1000, 300, 4, 1, 128),
-                                   (3, 257, 129, 8, 2, 64), (1, 1, 77, 2, 2, 128), (2, 128, 128, 2, 2, 128)])
+                                   (3, 257, 129, 8, 2, 64), (1, 1, 77, 2, 2, 128), (2, 128, 128, 2, 2, 128),
+                                   (2, 1000, 1000, 4, 2, 256), (1, 300, 1000, 4, 4, 256)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("overlap", [False, True])
 def test_ws_forward_matches_float64(shape, causal, overlap):

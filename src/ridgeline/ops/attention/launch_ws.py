@@ -10,7 +10,12 @@ from ridgeline.lib.launch import interpreter_enabled
 # Registers a thread: 12 warps start at LAUNCH_REGS (3 warpgroups x 128 threads x 168 fill an SM's 64K); the load
 # warp's warpgroup then gives its registers to the two MMA warpgroups (S, P and O of 64 rows each live there).
 LAUNCH_REGS, MMA_REGS, LOAD_REGS = 168, 232, 40
-BLOCK_M, BLOCK_N = 128, 128
+BLOCK_M = 128
+
+
+def block_n(head_d: int) -> int:
+    """Keys a K / V tile: 128, or 64 at D = 256 (Q's 64 KB and two stages of 64 x 256 K and V tiles fill 192 KB)."""
+    return 64 if head_d > 128 else 128
 LOG2E = 1.4426950408889634
 
 
@@ -30,10 +35,10 @@ def _batches_back_to_back(t: torch.Tensor) -> bool:
 
 def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, left: int, right: int) -> bool:
     """Whether the Gluon forward takes this call: sm_90 (wgmma is Hopper's alone), not the interpreter, dense
-    batches (no cu_seqlens), full or causal attention (no left window, right 0 or none), D 64 or 128, 16-bit."""
+    batches (no cu_seqlens), full or causal attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
     if varlen or left >= 0 or right > 0 or not q.is_cuda or interpreter_enabled():
         return False
-    if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in (64, 128):
+    if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in (64, 128, 256):
         return False
     if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0 or q.shape[0] * q.shape[2] > 65535:
         return False  # (empty: the caller's early return; the grid's second dimension holds B * H)
@@ -73,7 +78,7 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
                          f"regs {regs}")
     with torch.cuda.device(q.device):
         _attn_fwd_ws[(-(-seq_q // BLOCK_M), b * h)](
-            view(q, [BLOCK_M, d]), view(k, [1, BLOCK_N, d]), view(v, [1, BLOCK_N, d]), out, lse,
+            view(q, [BLOCK_M, d]), view(k, [1, block_n(d), d]), view(v, [1, block_n(d), d]), out, lse,
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
             scale * LOG2E,
             CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, MMA_REGS=regs[0],
@@ -90,8 +95,8 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
 
     types = {"q_desc": nvmma_descriptor([BLOCK_M, head_d], "bf16"), "out_ptr": "*bf16", "lse_ptr": "*fp32",
-             "k_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16"), "qk_scale": "fp32",
-             "v_desc": nvmma_descriptor([1, BLOCK_N, head_d], "bf16")}
+             "k_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "qk_scale": "fp32",
+             "v_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16")}
     for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
         types[name] = "i32"
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "PINGPONG": pingpong,
