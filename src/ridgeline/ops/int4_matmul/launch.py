@@ -120,12 +120,13 @@ def launch_plan(m: int, n: int, k: int, group_size: int, device: torch.device,
 # The fused reduce's tile counters, zeroed once and left at zero by every launch. One buffer per (device, stream),
 # as torch keys cuBLAS workspaces: launches on one stream run in order, so they never share a counter in flight
 # (graphs captured on one stream and replayed at once on two would; torch's cuBLAS workspace has the same rule).
-_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+_COUNTERS: dict[tuple[str, int, int], torch.Tensor] = {}
 
 
 def _counters(device: torch.device) -> torch.Tensor:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (device.index if device.index is not None else -1, stream)
+    # (the device type too: the profiler's meta-device capture must not hand its data-less buffer to a CPU call)
+    key = (device.type, device.index if device.index is not None else -1, stream)
     buf = _COUNTERS.get(key)
     if buf is None:  # (under graph capture the zeroing joins the graph: correct, one kernel more a replay)
         buf = _COUNTERS[key] = torch.zeros(FUSED_REDUCE_MAX_TILES, dtype=torch.int32, device=device)
