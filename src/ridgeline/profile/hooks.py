@@ -73,7 +73,6 @@ def describe_launch(spec: Any, case: Any, inputs: dict[str, Any], launch: Any) -
     return dict(hook(spec, case, inputs, launch) or {}) if hook is not None else {}
 
 
-
 def gpu_notes(spec: Any, case: Any, sm_count: int) -> list[str]:
     hook = getattr(hooks_for(spec), "gpu_notes", None)
     return [str(n) for n in (hook(spec, case, sm_count) or [])] if hook is not None else []

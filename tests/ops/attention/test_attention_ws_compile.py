@@ -53,12 +53,12 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
     """A bench record's launch config must name the kernel that ran: the Gluon forward for dense batches at the
     rules' head dims on sm_90, the Triton tile for packed batches, windows, [B, H, S, D] layouts, other head dims
     and other GPUs."""
-    import ridgeline.lib.launch as lib_launch
+    import ridgeline.ops.attention.launch_ws as launch_ws
     from ridgeline.core.registry import get_spec
     from ridgeline.core.spec import Case
     from ridgeline.ops.attention.rules import WS_FORWARD
 
-    monkeypatch.setattr(lib_launch, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(launch_ws, "interpreter_enabled", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     capability = [(9, 0)]
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability[0])

@@ -11,12 +11,13 @@ from ridgeline.lib.launch import interpreter_enabled
 # warp's warpgroup then gives its registers to the two MMA warpgroups (S, P and O of 64 rows each live there).
 LAUNCH_REGS, MMA_REGS, LOAD_REGS = 168, 232, 40
 BLOCK_M = 128
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128, 256)
 
 
 def block_n(head_d: int) -> int:
     """Keys a K / V tile: 128, or 64 at D = 256 (Q's 64 KB and two stages of 64 x 256 K and V tiles fill 192 KB)."""
     return 64 if head_d > 128 else 128
-LOG2E = 1.4426950408889634
 
 
 def _rows_back_to_back(t: torch.Tensor) -> bool:
@@ -33,18 +34,29 @@ def _batches_back_to_back(t: torch.Tensor) -> bool:
     return b == 1 or t.stride(0) == s * h * d
 
 
+def ws_device(device: torch.device) -> bool:
+    """A Hopper GPU (sm_90: wgmma is Hopper's alone), not the interpreter."""
+    return (device.type == "cuda" and not interpreter_enabled()
+            and torch.cuda.get_device_capability(device)[0] == 9)
+
+
+def ws_kind(dtype: torch.dtype, head_d: int, varlen: bool, left: int, right: int) -> bool:
+    """The kind of call the kernel is written for, whatever the tensors: dense batches (no cu_seqlens), full or
+    causal attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
+    return (not varlen and left < 0 and right <= 0 and dtype in (torch.bfloat16, torch.float16)
+            and head_d in HEAD_DIMS)
+
+
 def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, left: int, right: int) -> bool:
-    """Whether the Gluon forward takes this call: sm_90 (wgmma is Hopper's alone), not the interpreter, dense
-    batches (no cu_seqlens), full or causal attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
-    if varlen or left >= 0 or right > 0 or not q.is_cuda or interpreter_enabled():
-        return False
-    if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in (64, 128, 256):
+    """Whether the Gluon forward takes this call: its kind (`ws_kind`), on sm_90, with tensors whose layout its TMA
+    views can address."""
+    if not (q.is_cuda and ws_kind(q.dtype, q.shape[-1], varlen, left, right)):
         return False
     if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0 or q.shape[0] * q.shape[2] > 65535:
         return False  # (empty: the caller's early return; the grid's second dimension holds B * H)
     if not (all(_rows_back_to_back(t) for t in (q, k, v)) and _batches_back_to_back(q)):
         return False
-    return torch.cuda.get_device_capability(q.device)[0] == 9
+    return ws_device(q.device)
 
 
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,

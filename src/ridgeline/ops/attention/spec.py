@@ -267,24 +267,18 @@ class _AttentionFamily:
 
 
 def _gluon_forward_takes(case: Case, device: Any, assume_sm90: bool = False) -> bool:
-    """Whether the rules send this case's forward to the Gluon kernel (launch_ws.ws_supported on the dense
-    inputs the harness makes): sm_90, a head dim the rules name, dense [B, S, H, D] batches, no window, 16-bit."""
-    from ridgeline.lib.launch import interpreter_enabled
+    """Whether the rules send this case's forward to the Gluon kernel on the inputs the harness makes (launch_ws's
+    conditions; "bhsd" inputs are [B, H, S, D] tensors seen as [B, S, H, D] views, whose strides it refuses).
+    `assume_sm90`: the profiler's question, what an sm_90 GPU would run."""
+    from ridgeline.ops.attention.launch_ws import ws_device, ws_kind
     from ridgeline.ops.attention.rules import WS_FORWARD
 
-    # ("bhsd": [B, H, S, D] tensors seen as [B, S, H, D] views, whose strides the Gluon launcher refuses)
-    if "window" in case.variant or "bhsd" in case.variant or _dims(case.shape)[-1]:
+    d, packed = case.shape[-1], _dims(case.shape)[-1]
+    if "bhsd" in case.variant or d not in WS_FORWARD.head_dims:
         return False
-    if case.dtype not in (torch.bfloat16, torch.float16):
+    if not ws_kind(case.dtype, d, packed, 0 if "window" in case.variant else -1, -1):
         return False
-    if case.shape[-1] not in WS_FORWARD.head_dims:
-        return False
-    if assume_sm90:  # (the profiler's question: what would an sm_90 GPU run)
-        return True
-    if interpreter_enabled():
-        return False
-    dev = torch.device(device)
-    return dev.type == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability(dev)[0] == 9
+    return assume_sm90 or (torch.cuda.is_available() and ws_device(torch.device(device)))
 
 
 FIELDS: dict[str, Any] = {

@@ -19,19 +19,29 @@ def ws_device(device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] == 9)
 
 
+def ws_output(out_dtype: torch.dtype, n: int) -> bool:
+    """An output the kernel's TMA store can write: 16-bit, N columns, allocated contiguous (16-byte rows)."""
+    return out_dtype in (torch.bfloat16, torch.float16) and (2 * n) % 16 == 0
+
+
 def ws_call(device: torch.device, out_dtype: torch.dtype, n: int) -> bool:
     """What the launch rules may assume of a call whose fp8 operands are TMA-readable: the kernel runs here and
-    its output (16-bit, N columns, allocated contiguous) has rows a TMA store can address."""
-    return out_dtype in (torch.bfloat16, torch.float16) and (2 * n) % 16 == 0 and ws_device(device)
+    its output has rows a TMA store can address."""
+    return ws_output(out_dtype, n) and ws_device(device)
+
+
+def ws_tile(cfg: TileConfig, mode: str) -> bool:
+    """The tile the kernel is written for: asked for by the rules, 256 rows of two warpgroups, BLOCK_K 128, and a
+    128-column tile in block mode."""
+    return (cfg.warp_specialized and cfg.block_m == 256 and cfg.block_k == 128
+            and (mode != "block" or cfg.block_n == 128))
 
 
 def ws_supported(cfg: TileConfig, a: torch.Tensor, y: torch.Tensor, mode: str) -> bool:
-    """Whether the Gluon kernel takes this call: a CUDA sm_90 device (not the interpreter), the tile it is written
-    for (256 rows of two warpgroups, BLOCK_K 128, a 128-column tile in block mode) and a 16-bit output whose rows a
-    TMA store can address (16-byte aligned: N a multiple of 8). The caller has checked the operands for TMA."""
-    if not (cfg.warp_specialized and a.is_cuda and y.dtype in (torch.bfloat16, torch.float16)):
-        return False
-    if cfg.block_m != 256 or cfg.block_k != 128 or (mode == "block" and cfg.block_n != 128):
+    """Whether the Gluon kernel takes this call: a CUDA sm_90 device (not the interpreter), its tile (`ws_tile`)
+    and a 16-bit output whose rows a TMA store can address (16-byte aligned: N a multiple of 8). The caller has
+    checked the operands for TMA."""
+    if not (ws_tile(cfg, mode) and a.is_cuda and y.dtype in (torch.bfloat16, torch.float16)):
         return False
     if (y.stride(0) * y.element_size()) % 16 or y.data_ptr() % 16:
         return False

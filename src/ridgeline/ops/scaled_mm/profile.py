@@ -51,24 +51,14 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
 
 
 def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
-    """The kernel an sm_90 GPU runs where it is not the recorded Triton launch: the rules' choice with the Gluon
-    kernel allowed (launch.py's `ws_call` and `ws_supported` on the meta inputs' layout)."""
-    from ridgeline.ops.scaled_mm.launch import _tma_ok
-    from ridgeline.ops.scaled_mm.rules import config_for
+    """The kernel an sm_90 GPU runs where it is not the recorded Triton launch: the rules' tile with the Gluon
+    kernel allowed (the spec's `rule_config`, as its bench records name it), where the Gluon kernel takes it."""
+    from ridgeline.ops.scaled_mm.launch_ws import ws_tile
 
     if spec.name != "scaled_mm" or 0 in case.shape:
         return []
-    m, n, k = case.shape
-    v = parse_variant(case.variant)
-    ins = meta_inputs(spec, case)
-    a, b = ins["a"], ins["b"]
-    if not (_tma_ok(a) and _tma_ok(b)) or v["out_dtype"] not in (torch.bfloat16, torch.float16) or (2 * n) % 16:
-        return []
-    aligned = all(st % 16 == 0 or st == 1 for st in (*a.stride(), *b.stride()))
-    cfg = config_for(m, n, k, v["mode"], sm_count, interpreted=False, tma=True, aligned=aligned, ws=True)
-    takes = (cfg.warp_specialized and cfg.use_tma and cfg.block_m == 256 and cfg.block_k == 128
-             and (v["mode"] != "block" or cfg.block_n == 128))
-    if not takes:
+    cfg = spec.rule_config(case, sm_count, on_sm90=True, interpreted=False)
+    if not (cfg.use_tma and ws_tile(cfg, parse_variant(case.variant)["mode"])):
         return []
     return [f"On an sm_90 GPU (H100, H200) the rules run this GEMM on the warp-specialized Gluon kernel "
             f"(ops/scaled_mm/kernel_ws.py, {cfg.describe()}), not the Triton launch recorded here; its sm_90 "

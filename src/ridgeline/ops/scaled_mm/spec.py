@@ -218,17 +218,23 @@ class ScaledMMSpec(OpSpec):
 
     def launch_info(self, case: Case, device) -> dict[str, Any] | None:
         from ridgeline.lib.launch import multiprocessor_count
-        from ridgeline.ops.scaled_mm.launch_ws import ws_call
+        from ridgeline.ops.scaled_mm.launch_ws import ws_device
+
+        dev = torch.device(device)
+        return {"config": self.rule_config(case, multiprocessor_count(dev), ws_device(dev)).describe()}
+
+    def rule_config(self, case: Case, sms: int, on_sm90: bool, interpreted: bool | None = None) -> Any:
+        """The rules' tile for a case on the inputs this spec makes (K-contiguous rows unless N-major), on a GPU of
+        `sms` SMs, sm_90 or not (where the Gluon kernel may take it)."""
+        from ridgeline.ops.scaled_mm.launch_ws import ws_output
         from ridgeline.ops.scaled_mm.rules import config_for
 
         m, n, k = case.shape
         v = parse_variant(case.variant)
-        dev = torch.device(device)
-        tma = k % 16 == 0 and not v["nmajor"]  # the inputs this spec makes: K-contiguous rows unless N-major
-        ws = tma and ws_call(dev, v["out_dtype"], n)
+        tma = k % 16 == 0 and not v["nmajor"]
+        ws = tma and on_sm90 and ws_output(v["out_dtype"], n)
         aligned = k % 16 == 0 and (n % 16 == 0 or not v["nmajor"])
-        cfg = config_for(m, n, k, v["mode"], multiprocessor_count(dev), tma=tma, aligned=aligned, ws=ws)
-        return {"config": cfg.describe()}
+        return config_for(m, n, k, v["mode"], sms, interpreted, tma=tma, aligned=aligned, ws=ws)
 
 
 # --- the quantizers ------------------------------------------------------------------------------------------
