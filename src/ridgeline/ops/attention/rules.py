@@ -150,11 +150,11 @@ class WsForward:
                 + (" pingpong" if self.pingpong else ""))
 
 
-# s28 (scripts/device/attn_ws.py, graph-timed; h200-attn-ws-s28.json on the H200, the H100 run of s28-first
-# alike): at D = 128 the overlapped Gluon forward ran 1.22-1.34x the Triton forward at S >= 4096 (B4 S4096 full 1723
-# against 2306 us, causal 954 against 1223) and 1.13x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop
-# 1.04x the Triton forward causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no
-# overlap in the SASS). 3 stages within 6 % of 2, either way; the ping-pong from 4 % faster to 8 % slower: both off.
+# s28 (scripts/device/attn_ws.py, graph-timed on the H200, h200-attn-ws-s28.json): at D = 128 the overlapped
+# Gluon forward ran 1.22-1.34x the Triton forward at S >= 4096 (B4 S4096 full 1723 against 2306 us, causal 954
+# against 1223) and 1.13x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop 1.04x the Triton forward
+# causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no overlap in the SASS).
+# 3 stages within 6 % of 2, either way; the ping-pong from 4 % faster to 8 % slower: both off.
 WS_FORWARD = WsForward((64, 128), 2, (128,), "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, "
                        "P from registers (FlashAttention-3's split); s28: 1.13-1.34x the Triton forward at D = 128, "
                        "1.04x at D = 64 (h200-attn-ws-s28.json)")
