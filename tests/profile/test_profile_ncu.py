@@ -24,6 +24,8 @@ def test_parse_ncu_csv_with_units():
     assert k["dram_bytes_read"] == pytest.approx(33.6e6) and k["dram_bytes_write"] == pytest.approx(33.55e6)
     assert k["time_us"] == pytest.approx(17.66) and k["dram_pct"] == pytest.approx(90.12)
     assert k["registers"] == 32 and k["grid"] == "1,056" and k["occupancy_pct"] == pytest.approx(88.1)
+    assert k["mma_insts"] == 1024 and k["wgmma_insts"] == 0 and k["l2_hit_pct"] == pytest.approx(12.5)
+    assert k["tensor_pct"] == 0.0 and "xu_pct" not in k  # a metric the export lacks is left out, not zero
     nanos = P.parse_ncu_csv(NCU_CSV.replace('"usecond"', '"nsecond"'))
     assert nanos[1]["time_us"] == pytest.approx(2.1)  # "2,100" ns with a thousands separator
     s = P.summarize_ncu(rows, ideal_bytes=67_117_056)
@@ -36,6 +38,8 @@ FAKE_NCU = """#!/bin/sh
 # Stands in for Nsight Compute: --import prints a captured raw CSV, a profiling run writes an empty report.
 for a in "$@"; do [ "$a" = "--import" ] && { cat "$FAKE_NCU_CSV"; exit 0; }; done
 [ -n "$FAKE_NCU_FAIL" ] && { echo "==ERROR== ERR_NVGPUCTRPERM - no permission to access GPU counters" >&2; exit 1; }
+case "$*" in *"$FAKE_NCU_UNKNOWN"*) [ -n "$FAKE_NCU_UNKNOWN" ] && {
+  echo "==ERROR== Failed to find metric $FAKE_NCU_UNKNOWN" >&2; exit 1; } ;; esac
 prev=""; for a in "$@"; do [ "$prev" = "--export" ] && : > "$a.ncu-rep"; prev="$a"; done
 echo "==PROF== Disconnected from process 1"
 """
@@ -52,6 +56,14 @@ def test_run_ncu_with_a_stand_in(tmp_path, monkeypatch):
     assert res["available"] and len(res["kernels"]) == 2 and res["report"] == "ncu.ncu-rep"
     assert res["dram_vs_ideal"] == pytest.approx((33.6e6 + 33.55e6 + 0.5e6) / 67_117_056)
     assert "--clock-control none" in res["command"] and (tmp_path / "ncu-raw.csv").is_file()
+    assert "metrics_dropped" not in res and "sm__pipe_tensor_cycles_active" in res["command"]
+    # a metric this ncu does not know: dropped, the run repeated without it, the rest kept
+    monkeypatch.setenv("FAKE_NCU_UNKNOWN", "sm__inst_executed_pipe_xu")
+    res = P.run_ncu("rmsnorm", "ridgeline", (4096, 4096), "bf16", "", tmp_path / "u", ideal_bytes=67_117_056)
+    assert res["available"] and res["metrics_dropped"] == ["sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"]
+    assert "pipe_xu" not in res["command"] and "sm__pipe_tensor_cycles_active" in res["command"]
+    assert (tmp_path / "u" / "ncu.log").read_text().count("Failed to find metric") == 1
+    monkeypatch.delenv("FAKE_NCU_UNKNOWN")
     monkeypatch.setenv("FAKE_NCU_FAIL", "1")
     res = P.run_ncu("rmsnorm", "ridgeline", (4096, 4096), "bf16", "", tmp_path / "f", ideal_bytes=1)
     assert not res["available"] and "ERR_NVGPUCTRPERM" in res["reason"]

@@ -25,6 +25,17 @@ NCU_METRICS = {
     "launch__block_size": "block",
     "launch__registers_per_thread": "registers",
 }
+# Where the compute went (asked for too; a name this ncu does not know is dropped and the run repeated without it,
+# since metric names drift between ncu versions). The tensor pipe's busy share is the issue's "tensor-pipe
+# utilisation"; on sm_90 wgmma counts under `gmma`, mma.sync under `hmma` (the ops-path counters miss wgmma).
+NCU_COMPUTE_METRICS = {
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "tensor_pct",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum": "wgmma_insts",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum": "mma_insts",
+    "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active": "xu_pct",
+    "lts__t_sector_hit_rate.pct": "l2_hit_pct",
+}
+_COUNTS = ("registers", "wgmma_insts", "mma_insts")
 _UNIT_SCALE = {
     "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
     "kibyte": 1024.0, "mibyte": 1024.0**2, "gibyte": 1024.0**3,
@@ -32,10 +43,20 @@ _UNIT_SCALE = {
 }
 
 
-def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str]) -> list[str]:
+def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str],
+                metrics: Sequence[str] | None = None) -> list[str]:
+    names = list(NCU_METRICS) + list(NCU_COMPUTE_METRICS) if metrics is None else list(metrics)
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--metrics", ",".join(NCU_METRICS), "--export", str(report_base), "--force-overwrite",
+            "--metrics", ",".join(names), "--export", str(report_base), "--force-overwrite",
             sys.executable, "-c", CHILD_CODE, *child_argv]
+
+
+def unknown_metrics(output: str, asked: Sequence[str]) -> list[str]:
+    """The optional metrics a failed ncu run names in its errors (all of them if it names none: the run is repeated
+    with the core set, so a failure for another reason still reports that reason)."""
+    optional = [m for m in asked if m in NCU_COMPUTE_METRICS]
+    named = [m for m in optional if m.split(".")[0] in output]
+    return named or optional
 
 
 def _number(text: str, unit: str) -> float | None:
@@ -67,7 +88,7 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
             return row[i] if i is not None and i < len(row) else ""
 
         k: dict[str, Any] = {"name": get("Kernel Name") or get("Function Name") or "?"}
-        for metric, key in NCU_METRICS.items():
+        for metric, key in (NCU_METRICS | NCU_COMPUTE_METRICS).items():
             if metric not in col:
                 continue
             raw = get(metric)
@@ -75,7 +96,7 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
                 k[key] = raw or None
             else:
                 v = _number(raw, units[col[metric]])
-                k[key] = int(v) if key == "registers" and v is not None else v
+                k[key] = int(v) if key in _COUNTS and v is not None else v
         out.append(k)
     return out
 
@@ -88,13 +109,24 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / "ncu"
     child = ["ncu", op, impl, "x".join(map(str, shape)), dtype_name, variant]
-    cmd = ncu_command(ncu, base, child)
-    try:
-        res = run_tool(cmd, timeout=timeout, env=child_env(True))
-    except subprocess.TimeoutExpired:
-        return {"available": False, "command": " ".join(cmd), "reason": f"ncu took longer than {timeout:.0f} s"}
-    (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + res.stdout + "\n" + res.stderr)
+    asked = list(NCU_METRICS) + list(NCU_COMPUTE_METRICS)
+    dropped: list[str] = []
+    log = ""
     rep = Path(f"{base}.ncu-rep")
+    while True:
+        cmd = ncu_command(ncu, base, child, asked)
+        try:
+            res = run_tool(cmd, timeout=timeout, env=child_env(True))
+        except subprocess.TimeoutExpired:
+            return {"available": False, "command": " ".join(cmd), "reason": f"ncu took longer than {timeout:.0f} s"}
+        log += " ".join(cmd) + "\n\n" + res.stdout + "\n" + res.stderr + "\n"
+        (out_dir / "ncu.log").write_text(log)
+        failed = res.returncode != 0 or not rep.is_file()
+        drop = unknown_metrics(res.stdout + res.stderr, asked) if failed else []
+        if not drop:
+            break
+        dropped += drop
+        asked = [m for m in asked if m not in drop]
     if res.returncode != 0 or not rep.is_file():
         tail = " | ".join((res.stderr or res.stdout).strip().splitlines()[-4:])
         return {"available": False, "command": " ".join(cmd),
@@ -105,7 +137,8 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     if not kernels:
         return {"available": False, "command": " ".join(cmd), "report": rep.name,
                 "reason": "ncu profiled no kernel in the range (see ncu.log)"}
-    return summarize_ncu(kernels, ideal_bytes) | {"command": " ".join(cmd), "report": rep.name}
+    extra = {"metrics_dropped": dropped} if dropped else {}
+    return summarize_ncu(kernels, ideal_bytes) | {"command": " ".join(cmd), "report": rep.name} | extra
 
 
 def summarize_ncu(kernels: list[dict[str, Any]], ideal_bytes: int | None) -> dict[str, Any]:

@@ -355,12 +355,9 @@ def ncu_table(p: dict[str, Any]) -> Table:
             Cell.number(k.get("time_us"), fmt_us(k.get("time_us"))),
             Cell.number(k.get("dram_bytes_read"), fmt_bytes(k.get("dram_bytes_read"))),
             Cell.number(k.get("dram_bytes_write"), fmt_bytes(k.get("dram_bytes_write"))),
-            Cell.number(k.get("dram_pct"), fmt_pct((num(k.get("dram_pct")) or 0) / 100)
-                        if num(k.get("dram_pct")) is not None else DASH),
-            Cell.number(k.get("sm_pct"), fmt_pct((num(k.get("sm_pct")) or 0) / 100)
-                        if num(k.get("sm_pct")) is not None else DASH),
-            Cell.number(k.get("occupancy_pct"), fmt_pct((num(k.get("occupancy_pct")) or 0) / 100)
-                        if num(k.get("occupancy_pct")) is not None else DASH),
+            _pct_cell(k.get("dram_pct")),
+            _pct_cell(k.get("sm_pct")),
+            _pct_cell(k.get("occupancy_pct")), _pct_cell(k.get("tensor_pct")), _pct_cell(k.get("l2_hit_pct")),
             _t(k.get("grid")), _t(k.get("block")), _t(k.get("registers")),
         ])
     total = ncu.get("total") if isinstance(ncu.get("total"), dict) else {}
@@ -372,8 +369,13 @@ def ncu_table(p: dict[str, Any]) -> Table:
             cap += f" against {fmt_bytes(ideal)} the op must move ({dram / ideal:.2f}x)"
         cap += f"; kernel time {fmt_us(total.get('time_us'))} µs (ncu, {ncu.get('cache_control', 'caches flushed')})."
     return Table("Nsight Compute", ["kernel", "µs", "DRAM read", "DRAM write", "DRAM % peak", "SM % peak",
-                                    "achieved occupancy", "grid", "block", "registers"], rows,
-                 {1, 2, 3, 4, 5, 6}, cap)
+                                    "achieved occupancy", "tensor pipe busy", "L2 hit", "grid", "block",
+                                    "registers"], rows, {1, 2, 3, 4, 5, 6, 7, 8}, cap)
+
+
+def _pct_cell(v: Any) -> Cell:
+    x = num(v)
+    return Cell.number(v, fmt_pct(x / 100) if x is not None else DASH)
 
 
 def kineto_table(p: dict[str, Any]) -> Table:
