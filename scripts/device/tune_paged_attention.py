@@ -2,6 +2,7 @@
 
 Usage (on the GPU machine, from the repo root): python3 scripts/device/tune_paged_attention.py [--json P] [--budget-s S]
 [--variant fp8kv] (every shape with that cache variant instead of its own; the rules can key on the KV itemsize)
+[--f16-only] (an fp8 cache: time only the fp16-dot candidates, the form the fp8 rules launch)
 Each shape (B, L, Hq, Hkv, D, BS[, Q]) is timed for every config of rules.candidate_configs() with
 triton.testing.do_bench_cudagraph (graph replay, median); a config that fails to compile or run is recorded with
 its error and skipped, as is a shape that does not fit. Shapes come in pairs at batch 1 and a large batch with the
@@ -43,6 +44,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--rep-ms", type=int, default=15)
     ap.add_argument("--variant", default=None, help="the cache variant of every shape (e.g. fp8kv)")
+    ap.add_argument("--f16-only", action="store_true",
+                    help="an fp8 cache: only the fp16-dot candidates (the fp8 rules' form), the rule's pick kept")
     a = ap.parse_args()
     spec = PagedDecodeAttentionSpec()
     t0 = time.monotonic()
@@ -65,7 +68,10 @@ def main() -> int:
             torch.cuda.empty_cache()
             continue
         timings = []
-        for cfg in candidate_configs(args[1].element_size()):
+        configs = candidate_configs(args[1].element_size())
+        if a.f16_only and args[1].element_size() == 1:
+            configs = [c for c in configs if c.f16_dots or c == rule]
+        for cfg in configs:
             entry = {"config": cfg.describe()}
             try:
                 plan = plan_for(*args, config=cfg)

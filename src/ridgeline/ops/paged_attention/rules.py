@@ -152,4 +152,9 @@ def candidate_configs(itemsize: int = 2) -> list[DecodeConfig]:
     if itemsize == 1:
         out += [DecodeConfig(64, 4, stages, 2.0, min_split, f16_dots=True) for stages in (2, 3)
                 for min_split in (256, 512)]
+        # Wider token tiles for the 8-bit cache (s29): its step is latency-bound at 64 tokens (8 KiB a tile for the
+        # instructions of a 16 KiB bf16 tile, attention.md), so more bytes a step.
+        out += [DecodeConfig(128, warps, stages, 2.0, min_split, f16_dots=True)
+                for warps, stages in ((4, 2), (8, 2), (8, 3)) for min_split in (256, 512)]
+        out.append(DecodeConfig(256, 8, 2, 2.0, 512, f16_dots=True))
     return out
