@@ -13,6 +13,7 @@ choice per context costs at each end. GB/s = the KV bytes read / time. JSON: eve
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -76,7 +77,7 @@ def main() -> int:
             try:
                 plan = plan_for(*args, config=cfg)
                 entry.update(split_tokens=plan.split_tokens, n_splits=plan.n_splits)
-                call = (lambda c, xs: (lambda: paged_decode_attention(*xs, config=c)))(cfg, args)
+                call = functools.partial(paged_decode_attention, *args, config=cfg)
                 call()
                 torch.cuda.synchronize()
                 us = triton.testing.do_bench_cudagraph(call, rep=a.rep_ms) * 1e3
