@@ -49,18 +49,28 @@ CHECKS = [  # (B, S_q, S_k, H, H_kv, D, causal, dtype)
     (2, 1000, 1000, 4, 2, 256, True, torch.bfloat16), (1, 300, 1000, 4, 4, 256, False, torch.bfloat16),
     (2, 1000, 1000, 4, 2, 256, False, torch.bfloat16, 2, True),
     (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True, True, True),
+    # programs of several query tiles (s29): causal pairs, persistent programs (few, so each walks many items)
+    (2, 1000, 1000, 4, 2, 128, True, torch.bfloat16, 2, False, True, False, {"pairs": True}),
+    (1, 300, 1000, 4, 2, 128, True, torch.bfloat16, 2, False, True, False, {"pairs": True, "persistent": True,
+                                                                             "programs": 5}),
+    (2, 1000, 1000, 4, 2, 128, False, torch.bfloat16, 2, True, True, False, {"persistent": True, "programs": 7}),
+    (3, 257, 129, 8, 2, 64, True, torch.bfloat16, 2, False, False, False, {"pairs": True, "persistent": True}),
+    (2, 1000, 1000, 4, 2, 256, True, torch.bfloat16, 2, False, False, False, {"pairs": True, "persistent": True,
+                                                                              "programs": 3}),
 ]
 SHAPES = [  # (B, S, H, H_kv, D, causal)
     (4, 4096, 32, 32, 128, False), (4, 4096, 32, 32, 128, True), (2, 8192, 32, 32, 128, True),
     (4, 4096, 32, 8, 128, True), (4, 4096, 32, 32, 64, True), (16, 1024, 32, 32, 128, True),
-    (4, 4096, 16, 16, 256, True), (4, 4096, 16, 16, 256, False),
+    (4, 4096, 16, 16, 256, True), (4, 4096, 16, 16, 256, False), (4, 4096, 32, 8, 128, False),
+    (8, 2048, 32, 8, 128, False), (8, 2048, 32, 8, 128, True), (16, 1024, 32, 32, 128, False),
 ]
 
 
-def _ws(q, k, v, causal, stages=2, lse=True, overlap=False, regs=(232, 40), pingpong=False):
+def _ws(q, k, v, causal, stages=2, lse=True, overlap=False, regs=(232, 40), pingpong=False, **schedule):
     out = torch.empty_like(q)
     lse_t = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
-    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap, regs, pingpong)
+    launch_ws(q, k, v, out, lse_t, 1.0 / math.sqrt(q.shape[-1]), causal, lse, stages, overlap, regs, pingpong,
+              **schedule)
     return out, lse_t
 
 
@@ -70,19 +80,21 @@ def _reference(q, k, v, causal):
     return res[0], res[1]
 
 
-def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overlap=False, pingpong=False) -> dict:
+def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overlap=False, pingpong=False,
+           schedule=None) -> dict:
+    schedule = schedule or {}
     g = torch.Generator(device="cuda").manual_seed(sq * 7 + sk)
     q, k, v = (torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv),
                                                                                          (sk, hkv)))
     rec = {"case": f"B{b} Sq{sq} Sk{sk} H{h}/{hkv} D{d} {'causal' if causal else 'full'} {str(dtype)[6:]} "
                    f"s{stages}{' overlap' if overlap else ''}{' pingpong' if pingpong else ''}"
-                   f"{' inf in the next sequence' if inf_next else ''}"}
+                   f"{' inf in the next sequence' if inf_next else ''}{' ' + str(schedule) if schedule else ''}"}
     rec["supported"] = ws_supported(q, k, v, False, -1, 0 if causal else -1)
     if inf_next:  # the first keys of sequence 1: a tile of sequence 0 must not read them
         k[1, :5] = float("inf")
         v[1, :5] = float("inf")
-    out, lse = _ws(q, k, v, causal, stages, overlap=overlap, pingpong=pingpong)
-    if overlap or pingpong:  # the same arithmetic issued earlier: the same bits as the plain loop
+    out, lse = _ws(q, k, v, causal, stages, overlap=overlap, pingpong=pingpong, **schedule)
+    if overlap or pingpong or schedule:  # the same arithmetic issued earlier: the same bits as the plain loop
         plain = _ws(q, k, v, causal, stages)
         # bits, so that NaN (sequence 1 of the inf case: inf - inf) equals NaN
         rec["overlap_equals_plain"] = bool(torch.equal(out.view(torch.int16), plain[0].view(torch.int16))
@@ -103,8 +115,9 @@ def _check(b, sq, sk, h, hkv, d, causal, dtype, stages=2, inf_next=False, overla
 
 
 def _cases(q, k, v, causal) -> dict:
-    """The candidates at one shape: the rule's Triton forward, the Gluon one on 2 and 3 stages, SDPA's cuDNN and
-    flash backends (on [B, H, S, D] views of the same tensors)."""
+    """The candidates at one shape: the rule's Triton forward, the Gluon one (plain, overlapped, and in programs of
+    several query tiles: causal pairs, persistent), SDPA's cuDNN and flash backends (on [B, H, S, D] views of the
+    same tensors)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -116,16 +129,22 @@ def _cases(q, k, v, causal) -> dict:
                 return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **gqa)
         return run
 
-    return {"rule (triton)": lambda: triton_forward(q, k, v, causal),
-            "ws s2": lambda: _ws(q, k, v, causal, 2, False)[0],
-            "ws s3": lambda: _ws(q, k, v, causal, 3, False)[0],
-            "ws s2 overlap": lambda: _ws(q, k, v, causal, 2, False, True)[0],
-            "ws s3 overlap": lambda: _ws(q, k, v, causal, 3, False, True)[0],
-            # 240 / 24 registers: no spills, but ptxas then puts the PV wait before the exp2s (s26 SASS)
-            "ws s2 overlap r240": lambda: _ws(q, k, v, causal, 2, False, True, (240, 24))[0],
-            "ws s2 pingpong": lambda: _ws(q, k, v, causal, 2, False, False, pingpong=True)[0],
-            "ws s2 overlap pingpong": lambda: _ws(q, k, v, causal, 2, False, True, pingpong=True)[0],
-            "sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+    d = q.shape[-1]
+    ov = d == 128  # the overlapped loop where the rules take it
+    cases = {"rule (triton)": lambda: triton_forward(q, k, v, causal),
+             "ws s2": lambda: _ws(q, k, v, causal, 2, False)[0],
+             "ws s2 overlap": lambda: _ws(q, k, v, causal, 2, False, True)[0],
+             # s29: programs of several query tiles
+             "ws persistent": lambda: _ws(q, k, v, causal, 2, False, ov, persistent=True)[0]}
+    if causal:
+        cases["ws pairs"] = lambda: _ws(q, k, v, causal, 2, False, ov, pairs=True)[0]
+        cases["ws pairs persistent"] = lambda: _ws(q, k, v, causal, 2, False, ov, pairs=True, persistent=True)[0]
+    if d == 128:
+        cases["ws plain persistent"] = lambda: _ws(q, k, v, causal, 2, False, False, pairs=causal,
+                                                   persistent=True)[0]
+    cases["sdpa-cudnn"] = sdpa(SDPBackend.CUDNN_ATTENTION)
+    cases["sdpa-flash"] = sdpa(SDPBackend.FLASH_ATTENTION)
+    return cases
 
 
 def _time(label, fns, budget, flops) -> dict:
@@ -169,9 +188,9 @@ def main() -> int:
             args.json.write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
         del q, k, v
         torch.cuda.empty_cache()
-    print(f"\n{'shape':34} {'case':16} {'us':>9} {'TFLOP/s':>8}")
+    print(f"\n{'shape':34} {'case':20} {'us':>9} {'TFLOP/s':>8}")
     for r in rows:
-        print(f"{r['shape']:34} {r['case']:16} {r.get('us', float('nan')):9.1f} {r.get('tflops', 0):8.1f} "
+        print(f"{r['shape']:34} {r['case']:20} {r.get('us', float('nan')):9.1f} {r.get('tflops', 0):8.1f} "
               f"{r.get('error', '')[:50]}{r.get('max_diff_vs_rule', '')}")
     for c in checks:
         print(c)

@@ -15,13 +15,16 @@ from ridgeline.ops.attention.launch_ws import ws_supported
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_forward_compiles_for_sm90(triton_path):
-    cases = ((128, True, 2, False, False), (128, False, 3, True, False), (64, True, 2, True, False),
-             (128, True, 2, True, False), (128, True, 2, False, True), (128, True, 2, True, True),
-             (256, True, 2, False, False))
+    # (D, causal, stages, overlap, pingpong, pairs, persistent)
+    cases = ((128, True, 2, False, False, False, False), (128, False, 3, True, False, False, False),
+             (64, True, 2, True, False, False, False), (128, True, 2, True, False, False, False),
+             (128, True, 2, False, True, False, False), (128, True, 2, True, True, False, False),
+             (256, True, 2, False, False, False, False), (128, True, 2, False, False, True, True),
+             (128, False, 2, True, False, False, True), (128, True, 2, True, True, True, True))
     results = compile_in_child("ridgeline.ops.attention.launch_ws",
-                               f"[compile_for_sm90(d, c, s, o, pingpong=pp) for d, c, s, o, pp in {cases!r}]",
-                               triton_path)
-    for (d, _causal, stages, overlap, _pingpong), r in zip(cases, results):
+                               f"[compile_for_sm90(d, c, s, o, pingpong=pp, pairs=pa, persistent=pe) "
+                               f"for d, c, s, o, pp, pa, pe in {cases!r}]", triton_path)
+    for (d, _causal, stages, overlap, _pingpong, pairs, persistent), r in zip(cases, results):
         assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 (D = 256: 64) x D
         sass = r["sass"]
         # Per key tile each MMA warpgroup issues S = QK^T and O += PV as k16 wgmmas, the load warp TMA copies of
@@ -30,6 +33,10 @@ def test_ws_forward_compiles_for_sm90(triton_path):
         if not overlap:  # S, P and O of 64 rows a warpgroup fit 232 registers
             assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (d, stages, r)
             assert r["ex2_under_pv"] == 0
+        elif pairs or persistent:
+            # a program of several tiles carries its ring and tile counts: more spills (s29: 160-260 bytes), and
+            # ptxas keeps the exp2s under PV only in some forms (the timings decide; only the compile is asserted)
+            assert r["spill_stores_bytes"] <= 512, (d, r)
         elif d == 128:
             # the next tile's S beside the last tile's P and O: ptxas spills a few words (s26: 44-76 bytes) and
             # keeps a tile's exp2s (64 a thread: 64 x 128 scores over 128 threads) between the wait for S and

@@ -1,8 +1,9 @@
 """The warp-specialized attention forward (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 at shapes that
 cut its 128 x 128 tiles (S not a multiple of 128, S_q != S_k both ways, rows that see no key, GQA, D = 64,
 D = 256 on 64-key tiles, fp16, 3 stages), keys of the next sequence that hold inf, batch invariance, the softmax
-under the previous tile's PV (`overlap`) and the warpgroups' ping-pong giving the same bits as the plain loop, and
-the public `attention` taking it where the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
+under the previous tile's PV (`overlap`), the warpgroups' ping-pong and programs of several query tiles (causal
+pairs, persistent programs) giving the same bits as the plain loop of one tile a program, and the public
+`attention` taking it where the rules say (rules.WS_FORWARD) and the Triton forward elsewhere."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ def _qkv(b, sq, sk, h, hkv, d, dtype, seed=0):
     return [torch.randn(b, s, n, d, device="cuda", generator=g).to(dtype) for s, n in ((sq, h), (sk, hkv), (sk, hkv))]
 
 
-def _ws(q, k, v, causal, stages=2, overlap=False, pingpong=False):
+def _ws(q, k, v, causal, stages=2, overlap=False, pingpong=False, **schedule):
     out = torch.full_like(q, float("nan"))  # poisoned: every row must be written
     lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda")
-    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages, overlap, pingpong=pingpong)
+    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, stages, overlap, pingpong=pingpong,
+              **schedule)
     return out, lse
 
 
@@ -80,6 +82,42 @@ def test_pingpong_matches_float64_and_the_plain_bits(shape, causal, overlap):
     assert torch.equal(out, plain[0]) and torch.equal(lse, plain[1])
     three = _ws(q, k, v, causal, stages=3, overlap=overlap, pingpong=True)
     assert torch.equal(three[0], out) and torch.equal(three[1], lse)
+
+
+SCHEDULES = [{"pairs": True}, {"persistent": True, "programs": 7}, {"pairs": True, "persistent": True, "programs": 5},
+             {"persistent": True}]
+
+
+@needs_sm90
+@pytest.mark.parametrize("shape", [(2, 1000, 1000, 4, 4, 128), (1, 300, 1000, 4, 2, 128), (1, 1000, 300, 4, 1, 128),
+                                   (3, 257, 129, 8, 2, 64), (1, 1, 77, 2, 2, 128), (2, 1000, 1000, 4, 2, 256)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: "-".join(f"{k}{v}" for k, v in s.items()))
+def test_schedules_match_float64_and_the_one_tile_bits(shape, causal, schedule):
+    """Programs of several query tiles (causal pairs m, n_m - 1 - m; persistent programs walking items, 5 or 7 of
+    them so that each takes many, in turns that do not divide the items): float64-close and the bits of one tile a
+    program, overlapped or not, on 3 stages and with the ping-pong too (the K / V ring, Q's buffer and the turns run
+    on across a program's tiles: a phase off by one deadlocks or reads a stale tile, and would show here)."""
+    q, k, v = _qkv(*shape, torch.bfloat16, seed=11)
+    for overlap in (False, True):
+        out, lse = _ws(q, k, v, causal, overlap=overlap, **schedule)
+        if not overlap:
+            _assert_matches(out, lse, *_reference(q, k, v, causal))
+        one = _ws(q, k, v, causal, overlap=overlap)
+        assert torch.equal(out, one[0]) and torch.equal(lse, one[1]), overlap
+    three = _ws(q, k, v, causal, stages=3, overlap=True, pingpong=True, **schedule)
+    assert torch.equal(three[0], out) and torch.equal(three[1], lse)
+
+
+@needs_sm90
+@pytest.mark.parametrize("schedule", SCHEDULES[1:3], ids=["persistent", "pairs-persistent"])
+def test_schedules_never_read_the_next_sequence(schedule):
+    q, k, v = _qkv(2, 1000, 1000, 4, 2, 128, torch.bfloat16)
+    k[1, :5] = float("inf")
+    v[1, :5] = float("nan")
+    for causal in (False, True):
+        out, lse = _ws(q, k, v, causal, overlap=True, **schedule)
+        _assert_matches(out[:1], lse[:1], *_reference(q[:1], k[:1], v[:1], causal))
 
 
 @needs_sm90

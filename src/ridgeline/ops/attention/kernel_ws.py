@@ -38,13 +38,36 @@ LN2 = gl.constexpr(0.6931471805599453)
 
 
 @gluon.jit
-def _tile(seq_q, H, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
-    # (query tile, batch, head). Causal: the longest rows first (they have the most keys), so the last wave is short.
-    pid_m = gl.program_id(0)
-    if CAUSAL:
-        pid_m = gl.cdiv(seq_q, BLOCK_M) - 1 - pid_m
-    bh = gl.program_id(1)
-    return pid_m, bh // H, bh % H
+def _items_per_head(seq_q, BLOCK_M: gl.constexpr, PAIRS: gl.constexpr):
+    # A program's unit of work is an item: one query tile, or with PAIRS (causal) tiles m and n_m - 1 - m, whose
+    # key counts add up to about the same for every pair (the middle tile of an odd count alone).
+    n_m = gl.cdiv(seq_q, BLOCK_M)
+    if PAIRS:
+        n_m = gl.cdiv(n_m, 2)
+    return n_m
+
+
+@gluon.jit
+def _item(item, seq_q, H, BLOCK_M: gl.constexpr, PAIRS: gl.constexpr):
+    # (item within its head, batch, head, query tiles in the item). Items of one head are adjacent (they read the
+    # same K and V: L2 hits for the programs running beside each other).
+    per_head = _items_per_head(seq_q, BLOCK_M, PAIRS)
+    j = item % per_head
+    bh = item // per_head
+    n_sub = 1
+    if PAIRS:
+        n_sub = gl.minimum(gl.cdiv(seq_q, BLOCK_M) - 2 * j, 2)
+    return j, bh // H, bh % H, n_sub
+
+
+@gluon.jit
+def _sub_tile(j, k, seq_q, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr, PAIRS: gl.constexpr):
+    # The k-th query tile of item j. Causal: the longest rows first (they have the most keys), so a program's or
+    # the grid's last work is short.
+    pid_m = j
+    if CAUSAL or PAIRS:
+        pid_m = j + (1 - k) * (gl.cdiv(seq_q, BLOCK_M) - 1 - 2 * j)
+    return pid_m
 
 
 @gluon.jit
@@ -57,29 +80,55 @@ def _key_end(m0, seq_q, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty,
-                    seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr):
+def _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty,
+               b, h, m0, kv, tiles, seq_q, seq_k, GROUP, CAUSAL: gl.constexpr, MULTI: gl.constexpr):
+    # Q of the query tile at m0 (the program's tiles-th), then its K and V tiles into the ring from its kv-th slot
+    # on; returns how many K / V tiles it loaded.
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
-    pid_m, b, h = _tile(seq_q, H, BLOCK_M, CAUSAL)
-    m0 = pid_m * BLOCK_M
+    # Q's buffer frees once both warpgroups' last S of the previous tile retired (a fresh barrier passes phase 1):
+    # the next Q lands under the previous tile's last PV and its stores.
+    if MULTI:
+        mbarrier.wait(q_empty, (tiles & 1) ^ 1)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b * seq_q + m0, h * HEAD_D], q_bar, q_smem)
     kv_col = (h // GROUP) * HEAD_D
     n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
     for it in range(n_tiles):
-        s = it % STAGES
+        s, phase = _ring(kv + it, STAGES)
         # K and V slots are released apart (K once both warpgroups' S = QK^T retired, V once their PV did), so
         # the next K lands while the last PV still runs. A fresh barrier passes phase 1.
-        free_phase = ((it // STAGES) & 1) ^ 1
-        mbarrier.wait(k_empty.index(s), free_phase)
+        mbarrier.wait(k_empty.index(s), phase ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), free_phase)
+        mbarrier.wait(v_empty.index(s), phase ^ 1)
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
+    return n_tiles
+
+
+@gluon.jit
+def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
+                    v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL: gl.constexpr, PAIRS: gl.constexpr,
+                    PERSISTENT: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    if PERSISTENT or PAIRS:
+        kv = 0  # K / V tiles loaded so far: the ring runs on across a program's query tiles
+        tiles = 0  # query tiles so far (the phase of q_bar and q_empty)
+        for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
+            j, b, h, n_sub = _item(item, seq_q, H, BLOCK_M, PAIRS)
+            for k in range(n_sub):
+                m0 = _sub_tile(j, k, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+                kv += _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
+                                 k_empty, v_empty, b, h, m0, kv, tiles, seq_q, seq_k, GROUP, CAUSAL, True)
+                tiles += 1
+    else:  # one tile a program: no loop-carried counters (the MMA side's registers are tight)
+        j, b, h, n_sub = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
+        m0 = _sub_tile(j, 0, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+        _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
+                   v_empty, b, h, m0, 0, 0, seq_q, seq_k, GROUP, CAUSAL, False)
 
 
 @gluon.jit
@@ -120,10 +169,18 @@ def _pass_turn(turn, HALF: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr, lse_ptr,
-                   s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
-                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
-                   PINGPONG: gl.constexpr):
+def _ring(g, STAGES: gl.constexpr):
+    # The slot and phase of the g-th K / V tile a program uses (the ring runs on across its query tiles).
+    return g % STAGES, (g // STAGES) & 1
+
+
+@gluon.jit
+def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, n_tiles, kv, turns,
+            seq_q, seq_k, qk_scale, HALF: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
+            PINGPONG: gl.constexpr, RELEASE_Q: gl.constexpr):
+    """One warpgroup's 64 rows of the query tile at m0 against its n_tiles key tiles (the program's kv-th K / V
+    tile on): the unnormalized output, the row maxima and sums. With RELEASE_Q (a program of several query tiles)
+    it frees Q's buffer once its last S retired."""
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     HEAD_D: gl.constexpr = q_smem.type.shape[1]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
@@ -137,12 +194,9 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
     s_rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    pid_m, b, h = _tile(seq_q, H, BLOCK_M, CAUSAL)
-    m0 = pid_m * BLOCK_M
     row0 = m0 + HALF * ROWS
     shift = seq_k - seq_q
     offs_m = row0 + gl.arange(0, ROWS, layout=s_rows)
-    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
     full = seq_k
     if CAUSAL:
         full = gl.minimum(seq_k, gl.maximum(row0 + shift + 1, 0))
@@ -151,7 +205,6 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
     l_i = gl.zeros([ROWS], gl.float32, s_rows)
     acc = gl.zeros([ROWS, HEAD_D], gl.float32, o_layout)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    mbarrier.wait(q_bar, 0)
     q_tile = q_smem.slice(HALF * ROWS, ROWS)
     if OVERLAP:
         # FlashAttention-3's intra-warpgroup pipelining: S of tile `it` is issued, then acc * alpha and PV of
@@ -163,21 +216,22 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
         p = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
         alpha = gl.zeros([ROWS], gl.float32, s_rows)
         if n_tiles > 0:
-            mbarrier.wait(k_ready.index(0), 0)
-            _take_turn(turn, HALF, 0, PINGPONG)
-            sc = warpgroup_mma(q_tile, k_bufs.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
+            s0, ph0 = _ring(kv, STAGES)
+            mbarrier.wait(k_ready.index(s0), ph0)
+            _take_turn(turn, HALF, turns, PINGPONG)
+            sc = warpgroup_mma(q_tile, k_bufs.index(s0).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
             _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
-            mbarrier.arrive(k_empty.index(0), count=1)
+            mbarrier.arrive(k_empty.index(s0), count=1)
             sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
         for it in range(1, n_tiles):
-            s = it % STAGES
-            prev = (it - 1) % STAGES
-            mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
-            mbarrier.wait(v_ready.index(prev), ((it - 1) // STAGES) & 1)
-            _take_turn(turn, HALF, it, PINGPONG)
+            s, phase = _ring(kv + it, STAGES)
+            prev, prev_phase = _ring(kv + it - 1, STAGES)
+            mbarrier.wait(k_ready.index(s), phase)
+            mbarrier.wait(v_ready.index(prev), prev_phase)
+            _take_turn(turn, HALF, turns + it, PINGPONG)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
             # acc * alpha of tile it - 1, then its PV: the plain loop's order, while S of tile `it` runs
@@ -191,22 +245,23 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
+        if RELEASE_Q:
+            mbarrier.arrive(q_empty, count=1)  # every S of this tile retired
         if n_tiles > 0:
-            last = (n_tiles - 1) % STAGES
+            last, last_phase = _ring(kv + n_tiles - 1, STAGES)
             acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
-            mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
-            _take_turn(turn, HALF, n_tiles, PINGPONG)
+            mbarrier.wait(v_ready.index(last), last_phase)
+            _take_turn(turn, HALF, turns + n_tiles, PINGPONG)
             acc = warpgroup_mma(p_op, v_bufs.index(last).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
             _pass_turn(turn, HALF, PINGPONG)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(last), count=1)
     else:
         for it in range(n_tiles):
-            s = it % STAGES
-            phase = (it // STAGES) & 1
+            s, phase = _ring(kv + it, STAGES)
             mbarrier.wait(k_ready.index(s), phase)
-            _take_turn(turn, HALF, it, PINGPONG)
+            _take_turn(turn, HALF, turns + it, PINGPONG)
             sc = warpgroup_mma(q_tile, k_bufs.index(s).reshape([BLOCK_N, HEAD_D]).permute((1, 0)), s_zero,
                                use_acc=False, is_async=True)
             _pass_turn(turn, HALF, PINGPONG)
@@ -220,7 +275,19 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
             acc = warpgroup_mma(p_op, v_bufs.index(s).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(v_empty.index(s), count=1)
+        if RELEASE_Q:
+            mbarrier.arrive(q_empty, count=1)
+    return acc, m_i, l_i
 
+
+@gluon.jit
+def _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q,
+                HALF: gl.constexpr, STORE_LSE: gl.constexpr):
+    ROWS: gl.constexpr = acc.type.shape[0]
+    HEAD_D: gl.constexpr = acc.type.shape[1]
+    o_layout: gl.constexpr = acc.type.layout
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+    row0 = m0 + HALF * ROWS
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
     out = acc / gl.convert_layout(l_safe, o_rows)[:, None]
@@ -230,14 +297,68 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_e
     ptrs = base + offs_mo.to(gl.int64)[:, None] * s_os + offs_d[None, :]
     gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(offs_mo < seq_q)[:, None])
     if STORE_LSE:
+        offs_m = row0 + gl.arange(0, ROWS, layout=m_i.type.layout)
         lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
         gl.store(lse_ptr + b.to(gl.int64) * s_lb + h.to(gl.int64) * s_lh + offs_m, lse, mask=offs_m < seq_q)
 
 
 @gluon.jit
+def _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr, lse_ptr,
+              s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, kv, tiles, turns, seq_q, seq_k, qk_scale, HALF: gl.constexpr,
+              CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
+              MULTI: gl.constexpr):
+    # This warpgroup's rows of the query tile at m0 (the program's tiles-th, its K / V from the kv-th on): attend
+    # and store; returns the K / V tiles it used.
+    BLOCK_M: gl.constexpr = q_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
+    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    mbarrier.wait(q_bar, tiles & 1)
+    acc, m_i, l_i = _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, n_tiles,
+                            kv, turns, seq_q, seq_k, qk_scale, HALF, CAUSAL, OVERLAP, PINGPONG, MULTI)
+    _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, HALF, STORE_LSE)
+    return n_tiles
+
+
+@gluon.jit
+def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
+                   lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items,
+                   HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
+                   PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_smem.type.shape[0]
+    if PERSISTENT or PAIRS:
+        kv = 0  # K / V tiles consumed so far (the load partition's count)
+        tiles = 0  # query tiles so far (q_bar's phase)
+        turns = 0  # wgmma turns taken so far (PINGPONG)
+        for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
+            j, b, h, n_sub = _item(item, seq_q, H, BLOCK_M, PAIRS)
+            for k in range(n_sub):
+                m0 = _sub_tile(j, k, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+                n_tiles = _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty,
+                                    turn, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, kv, tiles,
+                                    turns, seq_q, seq_k, qk_scale, HALF, CAUSAL, STORE_LSE, OVERLAP, PINGPONG,
+                                    True)
+                kv += n_tiles
+                tiles += 1
+                if PINGPONG:
+                    if OVERLAP:
+                        turns += n_tiles + gl.minimum(n_tiles, 1)  # the last PV takes a turn of its own
+                    else:
+                        turns += n_tiles
+    else:  # one tile a program: no loop-carried counters (registers are tight at D = 128)
+        j, b, h, n_sub = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
+        m0 = _sub_tile(j, 0, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+        _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
+                  lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, 0, 0, 0, seq_q, seq_k, qk_scale, HALF, CAUSAL,
+                  STORE_LSE, OVERLAP, PINGPONG, False)
+
+
+@gluon.jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, GROUP,
-                 qk_scale, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
-                 OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                 qk_scale, n_items, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
+                 OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr,
+                 MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+    # A 1-D grid of programs over the n_items (B * H heads' items, a head's adjacent): one item a program, or with
+    # PERSISTENT one program an SM taking items pid, pid + grid, ...
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -246,12 +367,14 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, BLOCK_N, HEAD_D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, 1, BLOCK_N, HEAD_D], v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_empty, count=2)  # both MMA warpgroups release Q
     mbarrier.init(turn.index(0), count=1)
     mbarrier.init(turn.index(1), count=1)
     for i in gl.static_range(STAGES):
@@ -260,12 +383,12 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
         mbarrier.init(k_empty.index(i), count=2)  # both MMA warpgroups release a slot
         mbarrier.init(v_empty.index(i), count=2)
     gl.warp_specialize([
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                          lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 0, CAUSAL, STORE_LSE,
-                          OVERLAP, PINGPONG)),
-        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                          lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, 1, CAUSAL, STORE_LSE,
-                          OVERLAP, PINGPONG)),
-        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty,
-                           v_empty, seq_q, seq_k, H, GROUP, CAUSAL)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
+                          out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items, 0,
+                          CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT)),
+        (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
+                          out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items, 1,
+                          CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT)),
+        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
+                           k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL, PAIRS, PERSISTENT)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

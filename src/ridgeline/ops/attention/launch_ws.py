@@ -52,20 +52,30 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
     views can address."""
     if not (q.is_cuda and ws_kind(q.dtype, q.shape[-1], varlen, left, right)):
         return False
-    if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0 or q.shape[0] * q.shape[2] > 65535:
-        return False  # (empty: the caller's early return; the grid's second dimension holds B * H)
+    if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0:
+        return False  # (empty: the caller's early return)
     if not (all(_rows_back_to_back(t) for t in (q, k, v)) and _batches_back_to_back(q)):
         return False
     return ws_device(q.device)
 
 
+def items(seq_q: int, batch_heads: int, pairs: bool) -> int:
+    """The work items of a launch: query tiles (pairs of them with `pairs`) of every (batch, head)."""
+    n_m = -(-seq_q // BLOCK_M)
+    return (-(-n_m // 2) if pairs else n_m) * batch_heads
+
+
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
               scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False,
-              regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False) -> None:
+              regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False, pairs: bool = False,
+              persistent: bool = False, programs: int | None = None) -> None:
     """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`).
     `overlap`: each warpgroup's softmax under its previous tile's PV; `pingpong`: the warpgroups take turns issuing
-    their wgmmas (kernel_ws.py says how; neither changes the bits). `regs`: registers a
-    thread of the MMA and of the load warpgroups after the hand-over (2 x MMA + load <= 3 x LAUNCH_REGS)."""
+    their wgmmas (kernel_ws.py says how; neither changes the bits). `pairs` (causal): a program takes query tiles
+    m and n_m - 1 - m, of about equal work together; `persistent`: one program an SM walks the items, the next
+    tile's Q and K / V loading under the last one's PV and stores (`programs`: that grid's size, the SMs by
+    default; tests pass a few to walk many items). Neither changes the bits. `regs`: registers a thread of the MMA
+    and of the load warpgroups after the hand-over (2 x MMA + load <= 3 x LAUNCH_REGS)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -88,17 +98,24 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
         raise ValueError(f"launch_ws: stages 2 or 3 (shared memory), contiguous out rows and lse, registers within "
                          f"the launch's; got {stages}, out strides {out.stride()}, lse strides {lse.stride()}, "
                          f"regs {regs}")
+    pairs = pairs and causal
+    n_items = items(seq_q, b * h, pairs)
+    grid = n_items
+    if persistent:  # (one program an SM: 160-192 KB of shared memory each)
+        sms = programs or torch.cuda.get_device_properties(q.device).multi_processor_count
+        grid = max(1, min(n_items, sms))
     with torch.cuda.device(q.device):
-        _attn_fwd_ws[(-(-seq_q // BLOCK_M), b * h)](
+        _attn_fwd_ws[(grid,)](
             view(q, [BLOCK_M, d]), view(k, [1, block_n(d), d]), view(v, [1, block_n(d), d]), out, lse,
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
-            scale * LOG2E,
-            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, MMA_REGS=regs[0],
-            LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
+            scale * LOG2E, n_items,
+            CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, PAIRS=pairs,
+            PERSISTENT=persistent, MMA_REGS=regs[0], LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False,
-                     regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False) -> dict:
+                     regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False,
+                     pairs: bool = False, persistent: bool = False) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
     UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s), and `ex2_under_pv`: the exp2s ptxas left between the
@@ -109,10 +126,10 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
     types = {"q_desc": nvmma_descriptor([BLOCK_M, head_d], "bf16"), "out_ptr": "*bf16", "lse_ptr": "*fp32",
              "k_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "qk_scale": "fp32",
              "v_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16")}
-    for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP"):
+    for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP", "n_items"):
         types[name] = "i32"
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "PINGPONG": pingpong,
-              "MMA_REGS": regs[0], "LOAD_REGS": regs[1]}
+              "PAIRS": pairs and causal, "PERSISTENT": persistent, "MMA_REGS": regs[0], "LOAD_REGS": regs[1]}
     out = compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"), keep_sass=True)
     out["ex2_under_pv"] = _ex2_under_pv(out.pop("sass_text"))
