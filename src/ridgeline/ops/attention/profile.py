@@ -60,8 +60,9 @@ def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
         return []
     d = case.shape[-1]
+    causal = "causal" in case.variant
     return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "
-            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d)}), not the Triton launch recorded here; its sm_90 "
-            f"compile: python -c 'from ridgeline.ops.attention.launch_ws import compile_for_sm90 as c; "
-            f"print(c({d}, {'causal' in case.variant}, {WS_FORWARD.stages}, {d in WS_FORWARD.overlap}))' "
-            "(without TRITON_INTERPRET)"]
+            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal)}), not the Triton launch recorded here; "
+            f"its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import compile_for_sm90 as c; "
+            f"print(c({d}, {causal}, {WS_FORWARD.stages}, {d in WS_FORWARD.overlap}, pingpong={WS_FORWARD.pingpong}, "
+            f"pairs={WS_FORWARD.pairs}, persistent={WS_FORWARD.persistent}))' (without TRITON_INTERPRET)"]

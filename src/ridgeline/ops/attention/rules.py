@@ -144,10 +144,13 @@ class WsForward:
     overlap: tuple[int, ...]
     why: str
     pingpong: bool = False
+    pairs: bool = False  # causal: a program takes query tiles m and n_m - 1 - m
+    persistent: bool = False  # one program an SM walking the items
 
-    def describe(self, head_d: int) -> str:
-        return (f"gluon ws 128x128 s{self.stages}" + (" overlap" if head_d in self.overlap else "")
-                + (" pingpong" if self.pingpong else ""))
+    def describe(self, head_d: int, causal: bool = False) -> str:
+        return (f"gluon ws 128x{128 if head_d <= 128 else 64} s{self.stages}"
+                + (" overlap" if head_d in self.overlap else "") + (" pingpong" if self.pingpong else "")
+                + (" pairs" if self.pairs and causal else "") + (" persistent" if self.persistent else ""))
 
 
 # s28 (scripts/device/attn_ws.py, graph-timed on the H200, h200-attn-ws-s28.json): at D = 128 the overlapped
