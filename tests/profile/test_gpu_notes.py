@@ -14,11 +14,14 @@ def _notes(op, shape, dtype, variant):
 
 
 def test_attention_names_the_gluon_forward_where_the_rules_take_it():
-    notes = _notes("attention", (4, 4096, 32, 8, 128), torch.bfloat16, "causal")
+    notes = _notes("attention", (2, 8192, 32, 8, 128), torch.bfloat16, "causal")
     assert any("Gluon" in n and "overlap" in n and "kernel_ws.py" in n for n in notes), notes
+    notes = _notes("attention", (4, 4096, 32, 8, 128), torch.bfloat16, "causal")  # the schedule follows S_k
+    assert any("pairs persistent" in n and "pairs=True, persistent=True" in n for n in notes), notes
     assert any("Gluon" in n for n in _notes("attention", (2, 1024, 8, 8, 64), torch.float16, ""))
-    for shape, variant in (((4, 4096, 16, 16, 256), "causal"), ((16384, 32, 8, 128), "causal"),
-                           ((2, 1024, 8, 8, 128), "window"), ((2, 1024, 8, 8, 128), "bhsd")):
+    assert any("Gluon" in n for n in _notes("attention", (4, 4096, 16, 16, 256), torch.bfloat16, "causal"))
+    for shape, variant in (((16384, 32, 8, 128), "causal"), ((2, 1024, 8, 8, 128), "window"),
+                           ((2, 1024, 8, 8, 128), "bhsd")):
         assert not any("Gluon" in n for n in _notes("attention", shape, torch.bfloat16, variant)), (shape, variant)
     # the backward's kernels are the recorded ones
     assert not any("Gluon" in n for n in _notes("attention_bwd", (2, 1024, 8, 8, 128), torch.bfloat16, "causal"))

@@ -74,10 +74,15 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
     def fwd(shape, variant="causal", dtype=torch.bfloat16):
         return spec.launch_info(Case(shape, dtype, variant), "cuda:0")["fwd"]
 
-    assert fwd((4, 4096, 32, 8, 128)) == WS_FORWARD.describe(128, True) and "overlap" in fwd((4, 4096, 32, 8, 128))
+    assert fwd((4, 4096, 32, 8, 128)) == WS_FORWARD.describe(128, True, 4096)
+    assert fwd((2, 2048, 8192, 32, 8, 128)) == WS_FORWARD.describe(128, True, 8192) and "overlap" in fwd(
+        (2, 2048, 8192, 32, 8, 128))  # the label follows S_k's schedule
+    assert "persistent" in fwd((16, 1024, 32, 32, 128)) and "pairs" in fwd((16, 1024, 32, 32, 128))
     assert fwd((4, 4096, 32, 32, 64), "full") == WS_FORWARD.describe(64)
-    for shape, variant in (((16384, 32, 8, 128), "causal"), ((4, 4096, 16, 16, 256), "causal"),
-                           ((4, 4096, 32, 8, 128), "window"), ((4, 4096, 32, 8, 128), "causal+bhsd")):
+    assert fwd((4, 4096, 16, 16, 256)) == WS_FORWARD.describe(256, True, 4096) and "128x64" in fwd(
+        (4, 4096, 16, 16, 256))
+    for shape, variant in (((16384, 32, 8, 128), "causal"), ((4, 4096, 32, 8, 128), "window"),
+                           ((4, 4096, 32, 8, 128), "causal+bhsd")):
         assert not fwd(shape, variant).startswith("gluon"), (shape, variant)
     capability[0] = (8, 0)
     assert not fwd((4, 4096, 32, 8, 128)).startswith("gluon")

@@ -105,8 +105,9 @@ def test_schedules_match_float64_and_the_one_tile_bits(shape, causal, schedule):
             _assert_matches(out, lse, *_reference(q, k, v, causal))
         one = _ws(q, k, v, causal, overlap=overlap)
         assert torch.equal(out, one[0]) and torch.equal(lse, one[1]), overlap
-    three = _ws(q, k, v, causal, stages=3, overlap=True, pingpong=True, **schedule)
-    assert torch.equal(three[0], out) and torch.equal(three[1], lse)
+    if shape[-1] <= 128:  # (3 stages of 64 x 256 K and V tiles do not fit shared memory)
+        three = _ws(q, k, v, causal, stages=3, overlap=True, pingpong=True, **schedule)
+        assert torch.equal(three[0], out) and torch.equal(three[1], lse)
 
 
 @needs_sm90
@@ -146,10 +147,11 @@ def test_ws_forward_never_reads_the_next_sequence(overlap):
 @pytest.mark.parametrize("causal", [False, True])
 def test_batch_invariant_and_the_public_dispatch(causal):
     q, k, v = _qkv(4, 1000, 1000, 8, 2, 128, torch.bfloat16, seed=3)
-    overlap = 128 in WS_FORWARD.overlap
-    out, lse = _ws(q, k, v, causal, WS_FORWARD.stages, overlap)
+    sch = WS_FORWARD.schedule(128, causal, k.shape[1])
+    form = {"pairs": sch.pairs, "persistent": sch.persistent}
+    out, lse = _ws(q, k, v, causal, WS_FORWARD.stages, sch.overlap, **form)
     for b in (1, 3):
-        assert torch.equal(_ws(q[:b], k[:b], v[:b], causal, WS_FORWARD.stages, overlap)[0], out[:b]), b
+        assert torch.equal(_ws(q[:b], k[:b], v[:b], causal, WS_FORWARD.stages, sch.overlap, **form)[0], out[:b]), b
     public, public_lse = attention(q, k, v, causal=causal, return_lse=True)
     if 128 in WS_FORWARD.head_dims:  # the rules take it: the same call
         assert torch.equal(public, out) and torch.equal(public_lse, lse)

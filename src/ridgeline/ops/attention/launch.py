@@ -192,8 +192,9 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
     if cfg is None and d in WS_FORWARD.head_dims and ws_supported(q, k, v, varlen, left, right):
-        launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, d in WS_FORWARD.overlap,
-                  pingpong=WS_FORWARD.pingpong, pairs=WS_FORWARD.pairs, persistent=WS_FORWARD.persistent)
+        sch = WS_FORWARD.schedule(d, right == 0, k.shape[1])
+        launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, sch.overlap,
+                  pingpong=WS_FORWARD.pingpong, pairs=sch.pairs, persistent=sch.persistent)
         return out, lse
     if cfg is None:
         cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)

@@ -133,24 +133,43 @@ DQ_RULES: tuple[Rule, ...] = (
 )
 
 @dataclass(frozen=True)
+class WsSchedule:
+    """How the Gluon forward runs a kind of call: each warpgroup's softmax under its previous tile's PV
+    (`overlap`), causal query tiles m and n_m - 1 - m in one program (`pairs`), one program an SM walking the work
+    (`persistent`). None changes the bits. Applies at `head_dims`, full or causal (`causal`), S_k <= max_seq_k."""
+
+    head_dims: tuple[int, ...]
+    causal: bool
+    max_seq_k: int
+    overlap: bool
+    pairs: bool
+    persistent: bool
+    why: str
+
+
+@dataclass(frozen=True)
 class WsForward:
     """Where the warp-specialized Gluon forward (kernel_ws.py) takes a call its launcher accepts (sm_90, dense
-    [B, S, H, D], full or causal, 16-bit): the head dims it runs at, its K/V pipeline depth, the head dims at which
-    each warpgroup's softmax runs under its previous tile's PV (`overlap`), and whether the warpgroups take turns
-    issuing their wgmmas (`pingpong`)."""
+    [B, S, H, D], full or causal, 16-bit): the head dims it runs at, its K/V pipeline depth, whether the warpgroups
+    take turns issuing their wgmmas (`pingpong`), and per kind of call its schedule (first match wins)."""
 
     head_dims: tuple[int, ...]
     stages: int
-    overlap: tuple[int, ...]
+    schedules: tuple[WsSchedule, ...]
     why: str
     pingpong: bool = False
-    pairs: bool = False  # causal: a program takes query tiles m and n_m - 1 - m
-    persistent: bool = False  # one program an SM walking the items
 
-    def describe(self, head_d: int, causal: bool = False) -> str:
-        return (f"gluon ws 128x{128 if head_d <= 128 else 64} s{self.stages}"
-                + (" overlap" if head_d in self.overlap else "") + (" pingpong" if self.pingpong else "")
-                + (" pairs" if self.pairs and causal else "") + (" persistent" if self.persistent else ""))
+    def schedule(self, head_d: int, causal: bool, seq_k: int) -> WsSchedule:
+        for rule in self.schedules:
+            if head_d in rule.head_dims and rule.causal == causal and seq_k <= rule.max_seq_k:
+                return rule
+        return WsSchedule((head_d,), causal, 1 << 62, False, False, False, "no rule: the plain loop")
+
+    def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30) -> str:
+        sch = self.schedule(head_d, causal, seq_k)
+        return (f"gluon ws 128x{128 if head_d <= 128 else 64} s{self.stages}" + (" overlap" if sch.overlap else "")
+                + (" pingpong" if self.pingpong else "") + (" pairs" if sch.pairs else "")
+                + (" persistent" if sch.persistent else ""))
 
 
 # s28 (scripts/device/attn_ws.py, graph-timed on the H200, h200-attn-ws-s28.json): at D = 128 the overlapped
@@ -158,9 +177,23 @@ class WsForward:
 # against 1223) and 1.13x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop 1.04x the Triton forward
 # causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no overlap in the SASS).
 # 3 stages within 6 % of 2, either way; the ping-pong from 4 % faster to 8 % slower: both off.
-WS_FORWARD = WsForward((64, 128), 2, (128,), "a TMA load warp and two MMA warpgroups of 64 rows, 128 x 128 tiles, "
-                       "P from registers (FlashAttention-3's split); s28: 1.13-1.34x the Triton forward at D = 128, "
-                       "1.04x at D = 64 (h200-attn-ws-s28.json)")
+# s29 (the same driver on an H100, h100-attn-ws-s29.json): D = 256 on 64-key tiles, overlapped, 1.26x the
+# Triton forward causal and 1.32x full at B4 S4096 H16 (921 / 1631 against 1157 / 2146 us; 0.93x cuDNN); and the
+# schedules below. Persistent programs pay where a program's work is short (its next tile's Q and K / V load under
+# the last tile's PV and stores): full attention at S <= 2048 1.08x (B8 S2048 GQA 925 against 1000 us, B16 S1024
+# 501 / 541), not at 4096 (1733 against 1688); causal pairs on persistent programs 1.12x at B16 S1024 (351 against
+# 394), 1.06x at B8 S2048 (547 / 581), 1.01-1.02x at S 4096 (945 / 964, GQA 937 / 951), 0.98x at S 8192; with
+# them the overlap is lost (ptxas moves the PV wait up in those forms; the plain loop runs as fast or faster). At
+# D = 64 causal S 4096 the pairs' persistent programs 1.07x (653 against 698 us). D = 256 keeps one tile a program
+# (its persistent forms 0.99x causal, 0.96x full).
+WS_FORWARD = WsForward(
+    (64, 128, 256), 2,
+    (WsSchedule((128,), False, 2048, True, False, True, "full, short keys: persistent, overlapped (s29)"),
+     WsSchedule((64, 128), True, 4096, False, True, True, "causal to 4K keys: pairs on persistent programs (s29)"),
+     WsSchedule((128, 256), False, 1 << 62, True, False, False, "full: one tile a program, overlapped (s28)"),
+     WsSchedule((128, 256), True, 1 << 62, True, False, False, "causal, long: one tile a program, overlapped (s28)")),
+    "a TMA load warp and two MMA warpgroups of 64 rows, 128-row query tiles, P from registers (FlashAttention-3's "
+    "split); s28-s29: 1.13-1.34x the Triton forward at D = 128, 1.04-1.11x at D = 64, 1.26-1.32x at D = 256")
 
 _INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}

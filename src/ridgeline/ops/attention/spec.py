@@ -262,7 +262,7 @@ class _AttentionFamily:
         if "fwd" in info and _gluon_forward_takes(case, device):
             from ridgeline.ops.attention.rules import WS_FORWARD
 
-            info["fwd"] = WS_FORWARD.describe(d, "causal" in case.variant)
+            info["fwd"] = WS_FORWARD.describe(d, "causal" in case.variant, _dims(case.shape)[2])
         return info
 
 
