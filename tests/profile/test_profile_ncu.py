@@ -24,10 +24,13 @@ def test_parse_ncu_csv_with_units():
     assert k["dram_bytes_read"] == pytest.approx(33.6e6) and k["dram_bytes_write"] == pytest.approx(33.55e6)
     assert k["time_us"] == pytest.approx(17.66) and k["dram_pct"] == pytest.approx(90.12)
     assert k["registers"] == 32 and k["grid"] == "1,056" and k["occupancy_pct"] == pytest.approx(88.1)
-    assert k["mma_insts"] == 1024 and k["wgmma_insts"] == 0 and k["l2_hit_pct"] == pytest.approx(12.5)
+    assert k["tensor_insts"] == 1024 and k["wgmma_insts"] == 0 and k["l2_hit_pct"] == pytest.approx(12.5)
     assert k["tensor_pct"] == 0.0 and "xu_pct" not in k  # a metric the export lacks is left out, not zero
     nanos = P.parse_ncu_csv(NCU_CSV.replace('"usecond"', '"nsecond"'))
     assert nanos[1]["time_us"] == pytest.approx(2.1)  # "2,100" ns with a thousands separator
+    # ncu 2025.3's short units: "ms" (an attention kernel's 1.6 ms), "MB"
+    short = P.parse_ncu_csv(NCU_CSV.replace('"usecond"', '"ms"').replace('"Mbyte"', '"MB"'))
+    assert short[0]["time_us"] == pytest.approx(17660.0) and short[0]["dram_bytes_read"] == pytest.approx(33.6e6)
     s = P.summarize_ncu(rows, ideal_bytes=67_117_056)
     assert s["total"]["dram_bytes"] == pytest.approx(33.6e6 + 33.55e6 + 0.5e6)
     assert s["dram_vs_ideal"] == pytest.approx(s["total"]["dram_bytes"] / 67_117_056)

@@ -27,19 +27,25 @@ NCU_METRICS = {
 }
 # Where the compute went (asked for too; a name this ncu does not know is dropped and the run repeated without it,
 # since metric names drift between ncu versions). The tensor pipe's busy share is the issue's "tensor-pipe
-# utilisation"; on sm_90 wgmma counts under `gmma`, mma.sync under `hmma` (the ops-path counters miss wgmma).
+# utilisation"; on sm_90 the `hmma` pipe's count holds every tensor-core warp instruction, wgmma included (s29:
+# equal to the `gmma` count on wgmma kernels, the mma.sync count alone on int4's), `gmma` the wgmmas alone (the
+# ops-path counters miss wgmma).
 NCU_COMPUTE_METRICS = {
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "tensor_pct",
     "sm__inst_executed_pipe_tensor_op_gmma.sum": "wgmma_insts",
-    "sm__inst_executed_pipe_tensor_op_hmma.sum": "mma_insts",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum": "tensor_insts",
     "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active": "xu_pct",
     "lts__t_sector_hit_rate.pct": "l2_hit_pct",
 }
-_COUNTS = ("registers", "wgmma_insts", "mma_insts")
+_COUNTS = ("registers", "wgmma_insts", "tensor_insts")
 _UNIT_SCALE = {
     "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
     "kibyte": 1024.0, "mibyte": 1024.0**2, "gibyte": 1024.0**3,
-    "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,  # times in microseconds
+    "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 1024.0, "mib": 1024.0**2, "gib": 1024.0**3,
+    # times in microseconds; ncu 2025.3 writes "ms" / "us" / "ns" where older ones wrote "msecond" (s29: an
+    # attention kernel's 1.6 ms was read as 1.6 us before these)
+    "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+    "ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6,
 }
 
 

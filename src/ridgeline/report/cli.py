@@ -162,7 +162,7 @@ def profile_command(
     op: Annotated[str, typer.Argument(help="op name (see `ridgeline ops`)")],
     impl: Annotated[str, typer.Option("--impl", help="implementation: registered name or file.py:fn")],
     shape: Annotated[str, typer.Option("--shape", help="one shape, e.g. 4096x4100")],
-    dtype: Annotated[str, typer.Option(help="bf16, fp16 or fp32")] = "bf16",
+    dtype: Annotated[str, typer.Option(help="bf16, fp16, fp32, or what the op takes (fp8e4m3: scaled_mm)")] = "bf16",
     variant: Annotated[str, typer.Option(help="input variant the spec knows, e.g. strided")] = "",
     ncu: Annotated[bool, typer.Option("--ncu", help="also run Nsight Compute on one call (GPU, ncu on PATH)")] = False,
     kineto: Annotated[bool, typer.Option("--kineto/--no-kineto", help="torch profiler trace (GPU)")] = True,
