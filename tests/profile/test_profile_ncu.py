@@ -70,6 +70,7 @@ def test_run_ncu_with_a_stand_in(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_FAIL", "1")
     res = P.run_ncu("rmsnorm", "ridgeline", (4096, 4096), "bf16", "", tmp_path / "f", ideal_bytes=1)
     assert not res["available"] and "ERR_NVGPUCTRPERM" in res["reason"]
+    assert (tmp_path / "f" / "ncu.log").read_text().count("ERR_NVGPUCTRPERM") == 1  # not a metric: run once
 
 
 def test_jit_cache_harvest_sees_new_kernels():

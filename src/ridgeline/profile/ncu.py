@@ -58,8 +58,10 @@ def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str],
 
 
 def unknown_metrics(output: str, asked: Sequence[str]) -> list[str]:
-    """The optional metrics a failed ncu run names in its errors (all of them if it names none: the run is repeated
-    with the core set, so a failure for another reason still reports that reason)."""
+    """The optional metrics to drop after a failed ncu run: those its metric error names, all of them where it names
+    none; nothing where the failure is not about a metric (no permission, a crash: one run reports that)."""
+    if "metric" not in output.lower():
+        return []
     optional = [m for m in asked if m in NCU_COMPUTE_METRICS]
     named = [m for m in optional if m.split(".")[0] in output]
     return named or optional

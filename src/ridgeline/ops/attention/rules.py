@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ridgeline.lib.launch import interpreter_enabled
+from ridgeline.ops.attention.launch_ws import BLOCK_M as WS_BLOCK_M
+from ridgeline.ops.attention.launch_ws import block_n
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ DQ_RULES: tuple[Rule, ...] = (
          "0 spills, 224 KB of shared memory. Not timed: full attention"),
 )
 
+
 @dataclass(frozen=True)
 class WsSchedule:
     """How the Gluon forward runs a kind of call: each warpgroup's softmax under its previous tile's PV
@@ -167,7 +170,7 @@ class WsForward:
 
     def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30) -> str:
         sch = self.schedule(head_d, causal, seq_k)
-        return (f"gluon ws 128x{128 if head_d <= 128 else 64} s{self.stages}" + (" overlap" if sch.overlap else "")
+        return (f"gluon ws {WS_BLOCK_M}x{block_n(head_d)} s{self.stages}" + (" overlap" if sch.overlap else "")
                 + (" pingpong" if self.pingpong else "") + (" pairs" if sch.pairs else "")
                 + (" persistent" if sch.persistent else ""))
 
