@@ -48,8 +48,7 @@ def test_probe_record_has_the_ceilings():
 def test_results_hold_only_current_records():
     # docs/results keeps the records behind current claims (older ones are in git history, see its README).
     files = [p for p in RESULTS.rglob("*") if p.is_file()]
-    # (85 from session 29: the H100 records of the current attention rules beside the H200 ones of s28)
-    assert len(files) <= 85 and sum(p.stat().st_size for p in files) <= 12 * 2**20
+    assert len(files) <= 80 and sum(p.stat().st_size for p in files) <= 12 * 2**20
     index = (RESULTS / "README.md").read_text()
     for p in files:
         if p.parent == RESULTS and p.name != "README.md":

@@ -175,11 +175,11 @@ class WsForward:
                 + (" persistent" if sch.persistent else ""))
 
 
-# s28 (scripts/device/attn_ws.py, graph-timed on the H200, h200-attn-ws-s28.json): at D = 128 the overlapped
-# Gluon forward ran 1.22-1.34x the Triton forward at S >= 4096 (B4 S4096 full 1723 against 2306 us, causal 954
-# against 1223) and 1.13x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop 1.04x the Triton forward
-# causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no overlap in the SASS).
-# 3 stages within 6 % of 2, either way; the ping-pong from 4 % faster to 8 % slower: both off.
+# s28 (scripts/device/attn_ws.py, graph-timed on the H200, git show 4dd3f25:docs/results/h200-attn-ws-s28.json): at
+# D = 128 the overlapped Gluon forward ran 1.22-1.34x the Triton forward at S >= 4096 (B4 S4096 full 1723 against
+# 2306 us, causal 954 against 1223) and 1.13x at B16 S1024, 0.93-0.96x cuDNN; at D = 64 the plain Gluon loop 1.04x
+# the Triton forward causal (699 against 726 us), the overlapped one level (ptxas hoists the PV wait there: no
+# overlap in the SASS). 3 stages within 6 % of 2, either way; the ping-pong from 4 % faster to 8 % slower: both off.
 # s29 (the same driver on an H100, h100-attn-ws-s29.json): D = 256 on 64-key tiles, overlapped, 1.26x the
 # Triton forward causal and 1.32x full at B4 S4096 H16 (921 / 1631 against 1157 / 2146 us; 0.93x cuDNN); and the
 # schedules below. Persistent programs pay where a program's work is short (its next tile's Q and K / V load under
