@@ -62,9 +62,13 @@ def candidates(m: int) -> list:
                 (8, 128, 8, 4, 1), (8, 32, 1, 4, 1), (8, 32, 2, 4, 1), (8, 64, 2, 4, 1), (8, 256, 8, 4, 1)]
     elif m <= 16:
         grid = [(16, 64, 2, 4, 1), (16, 128, 2, 4, 1), (16, 128, 2, 3, 1), (16, 64, 2, 6, 1), (16, 64, 2, 4, 2),
-                (16, 32, 2, 4, 1), (16, 128, 4, 4, 1)]
+                (16, 32, 2, 4, 1), (16, 128, 4, 4, 1),
+                # (s30) the decode rule's 8-row tile twice over the rows: two programs of one N block read the
+                # weight once from DRAM (neighbours in launch order, the second from L2) at M <= 8's occupancy
+                (8, 64, 4, 4, 2), (8, 64, 4, 4, 1), (8, 64, 2, 4, 1)]
     elif m <= 32:
-        grid = [(32, 64, 2, 4, 1), (32, 64, 2, 3, 1), (32, 32, 1, 4, 1), (32, 128, 4, 4, 1), (32, 32, 2, 4, 1)]
+        grid = [(32, 64, 2, 4, 1), (32, 64, 2, 3, 1), (32, 32, 1, 4, 1), (32, 128, 4, 4, 1), (32, 32, 2, 4, 1),
+                (8, 64, 4, 4, 2), (16, 64, 2, 4, 1)]
     else:
         grid = []
     out = [TileConfig(bm, bn, w, st, groups_per_step=g, swap_ab=True) for bm, bn, w, st, g in grid]
