@@ -4,7 +4,7 @@ graph timing over weight copies past 256 MB (scripts/device/graph_cases.py); the
 with the rule's (the same K steps and promotion: the same bits expected) and, at one shape per mode, with a float64
 reference under the contract's tolerance. Prints a table last and writes every timing to JSON.
 
-  python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3]
+  python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3] [--modes row,block]
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ ROW_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096), (1024,
 BLOCK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (512, 6144, 4096)]
 WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
       TileConfig(256, 128, 128, 8, 4, 3, warp_specialized=True),
-      TileConfig(256, 128, 128, 16, 4, 4, warp_specialized=True)]
+      TileConfig(256, 128, 128, 16, 4, 4, warp_specialized=True),
+      # (s30) 128 rows: one 64-row wgmma a warpgroup, so one partial and one accumulator (no spills in block mode,
+      # where the 256-row tile spills ~390 B inside the K loop)
+      TileConfig(128, 128, 128, 8, 4, 4, warp_specialized=True),
+      TileConfig(128, 128, 128, 8, 4, 5, warp_specialized=True)]
 
 
 def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,13 +43,13 @@ def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tens
             torch.rand(-(-n // 128), -(-k // 128), device="cuda") + 0.5)
 
 
-def _reference_check(mode: str) -> dict:
+def _reference_check(mode: str, cfg: TileConfig) -> dict:
     """One mid-size call of the ws kernel against float64 (odd M and N, K past a step edge)."""
     m, n, k = 1000, 1032, 1000
     a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
     b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
     sa, sb = _scales(mode, m, n, k)
-    y = launch_scaled_mm(a, b, sa, sb, cfg=WS[0]).double()
+    y = launch_scaled_mm(a, b, sa, sb, cfg=cfg).double()
     if mode == "row":
         ref = (a.double() @ b.double().T) * sa.double() * sb.double()[None, :]
     else:
@@ -56,7 +60,8 @@ def _reference_check(mode: str) -> dict:
             ref += (a.double()[:, kb:kb + 128] * ea[:, kb:kb + 128]) @ (b.double()[:, kb:kb + 128]
                                                                          * eb[:, kb:kb + 128]).T
     err = ((y - ref).abs() / (ref.abs() + 1.0)).max().item()
-    return {"shape": f"{m}x{n}x{k}", "case": f"ws vs float64 ({mode})", "max_rel_err": err, "ok": err < 2e-2}
+    return {"shape": f"{m}x{n}x{k}", "case": f"{cfg.describe()} vs float64 ({mode})", "max_rel_err": err,
+            "ok": err < 2e-2}
 
 
 def _cases(mode: str, m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
@@ -87,17 +92,22 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
+    ap.add_argument("--modes", default="row,block", help="scale modes to check and time (row, block)")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     checks = []
-    for mode in ("row", "block"):
-        try:
-            checks.append(_reference_check(mode))
-        except Exception as e:
-            checks.append({"case": f"ws vs float64 ({mode})", "error": f"{type(e).__name__}: {e}"[:400]})
-        print(json.dumps(checks[-1]), flush=True)
+    for mode in args.modes.split(","):
+        for cfg in (WS[0], WS[3]):
+            try:
+                checks.append(_reference_check(mode, cfg))
+            except Exception as e:
+                checks.append({"case": f"{cfg.describe()} vs float64 ({mode})",
+                               "error": f"{type(e).__name__}: {e}"[:400]})
+            print(json.dumps(checks[-1]), flush=True)
     rows = []
     for mode, shapes in (("row", ROW_SHAPES), ("block", BLOCK_SHAPES)):
+        if mode not in args.modes.split(","):
+            continue
         path = args.json.with_name(args.json.stem + f"-{mode}.json")
         rows += run_shapes(shapes, lambda m, n, k, mode=mode: _cases(mode, m, n, k, sms), path, args.budget_s,
                            lambda y, r: torch.equal(y, r), lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},

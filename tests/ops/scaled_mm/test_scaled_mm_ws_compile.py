@@ -26,3 +26,16 @@ def test_ws_kernel_compiles_for_sm90(triton_path):
         assert sass["USETMAXREG"] >= 2 and sass["SYNCS"] > 0, (mode, sass)
     # Per-tensor scales keep every register (the spills of the row and block epilogues are in gemm.md).
     assert results[0]["spill_stores_bytes"] == 0, results[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("triton_path", ["this", "oldest"])
+def test_ws_kernel_128_rows_compiles_without_spills(triton_path):
+    """128-row tiles: one 64-row wgmma a warpgroup, so one partial and one accumulator live; block scales (whose
+    256-row tile spills inside its K loop) fit the registers."""
+    results = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
+                               "[compile_for_sm90(s, 4, False, 128) for s in (1, 2)]", triton_path)
+    for mode, r in zip(("row", "block"), results):
+        assert r["shared"] <= 227 * 1024, (mode, r)
+        assert r["sass"]["QGMMA"] >= 4 and r["sass"]["UTMASTG"] >= 1, (mode, r["sass"])
+        assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (mode, r)

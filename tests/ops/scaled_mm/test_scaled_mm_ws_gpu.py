@@ -1,5 +1,5 @@
 """The warp-specialized FP8 GEMM (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 in every scale mode at
-shapes that cut its 256x128 tiles (one row, odd M, N not a multiple of the tile, K not a multiple of 128), with a
+shapes that cut its 256x128 and 128x128 tiles (one row, odd M, N not a multiple of the tile, K not a multiple of 128), with a
 bias and an fp16 output, the same bits as the Triton kernel's 256x128x128 tile, and the calls it must leave to the
 Triton kernel."""
 
@@ -23,6 +23,7 @@ needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
 SPEC = get_spec("scaled_mm")
 TRITON = TileConfig(256, 128, 128, 8, 8, 4)
 WS = replace(TRITON, warp_specialized=True)
+WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
 
 
 def _inputs(shape, variant, seed=0):
@@ -38,12 +39,13 @@ def _run(inputs, cfg):
 @pytest.mark.parametrize("mode", ["tensor", "row", "block"])
 @pytest.mark.parametrize("shape", [(1000, 1032, 1040), (256, 128, 128), (1, 136, 4096), (513, 4104, 640),
                                    (2049, 4096, 4096), (300, 8, 256)])
-def test_ws_matches_float64(mode, shape):
+@pytest.mark.parametrize("tile", [WS, WS128], ids=["256", "128"])
+def test_ws_matches_float64(mode, shape, tile):
     inputs = _inputs(shape, mode)
     # Poison: a freed NaN block of the output's size, which the caching allocator hands to the output next.
     del_me = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.bfloat16, device="cuda")
     del del_me
-    y = _run(inputs, WS)
+    y = _run(inputs, tile)
     (ref,) = SPEC.reference(inputs)
     tol = SPEC.tolerance_for(Case(shape, FP8, mode), "y", y.dtype)
     err = (y.double() - ref).abs()
@@ -67,9 +69,12 @@ def test_ws_bias_fp16_output_and_strided_rows(variant):
 @pytest.mark.parametrize("mode", ["tensor", "row", "block"])
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (2049, 1032, 1000)])
 def test_ws_gives_the_triton_kernels_bits(mode, shape):
-    """Same K steps of 128, each a fresh partial added into fp32 in K order: the same arithmetic as kernel.py."""
+    """Same K steps of 128, each a fresh partial added into fp32 in K order: the same arithmetic as kernel.py,
+    whichever tile."""
     inputs = _inputs(shape, mode, seed=1)
-    assert torch.equal(_run(inputs, WS), _run(inputs, TRITON))
+    want = _run(inputs, TRITON)
+    assert torch.equal(_run(inputs, WS), want)
+    assert torch.equal(_run(inputs, WS128), want)
 
 
 @needs_sm90
@@ -90,7 +95,8 @@ def test_ws_declines_what_it_cannot_take():
     assert not ws_supported(TRITON, a, bf16, "row")  # not asked for
     assert not ws_supported(WS, a, bf16.float(), "row")  # fp32 output: the Triton kernel's
     assert not ws_supported(replace(WS, block_n=256), a, bf16, "block")  # one weight block a tile
-    assert not ws_supported(replace(WS, block_m=128), a, bf16, "row")
+    assert ws_supported(WS128, a, bf16, "block")
+    assert not ws_supported(replace(WS, block_m=64), a, bf16, "row")
     odd = torch.empty((512, 260), dtype=torch.bfloat16, device="cuda")[:, :250]
     assert not ws_supported(WS, a, odd, "row")  # rows not 16-byte aligned for the TMA store
     # and the fallback runs: an output of N = 250 through the Triton kernel, right against float64

@@ -100,6 +100,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     ROW0: gl.constexpr = HALF * (BLOCK_M // 2)
+    TWO: gl.constexpr = BLOCK_M == 4 * SUB_M  # two 64-row wgmmas a warpgroup (256-row tiles), else one (128)
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
                                                      instr_shape=[16, BLOCK_N, 32])
     rows: gl.constexpr = gl.SliceLayout(1, layout)
@@ -128,7 +129,8 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
             if SCALE == 2:  # (issued before the waits, so their latency hides behind them)
                 sb_k = gl.load(sb_tile + ki * stride_sbk)
                 s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
-                s1 = gl.load(sa_rows1 + ki * stride_sak, mask=m_mask1, other=0.0) * sb_k
+                if TWO:
+                    s1 = gl.load(sa_rows1 + ki * stride_sak, mask=m_mask1, other=0.0) * sb_k
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
             a_tile = a_bufs.index(s)
             b_t = b_bufs.index(s).permute((1, 0))
@@ -139,21 +141,24 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
                 acc0 = acc0 + part * s0[:, None]
             else:
                 acc0 = acc0 + part
-            part = warpgroup_mma(a_tile.slice(ROW0 + SUB_M, SUB_M), b_t, part, use_acc=False, is_async=True)
-            part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+            if TWO:
+                part = warpgroup_mma(a_tile.slice(ROW0 + SUB_M, SUB_M), b_t, part, use_acc=False, is_async=True)
+                part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
             mbarrier.arrive(empty.index(s), count=1)
-            if SCALE == 2:
-                acc1 = acc1 + part * s1[:, None]
-            else:
-                acc1 = acc1 + part
+            if TWO:
+                if SCALE == 2:
+                    acc1 = acc1 + part * s1[:, None]
+                else:
+                    acc1 = acc1 + part
             count += 1
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
         c_buf = c_bufs.index(HALF)
         row0 = pid_m * BLOCK_M + ROW0
         _store_rows(acc0, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, pid_n * BLOCK_N, offs_m0, offs_n, M, N,
                     stride_sam, stride_sbn, SCALE, HAS_BIAS)
-        _store_rows(acc1, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0 + SUB_M, pid_n * BLOCK_N, offs_m1, offs_n, M,
-                    N, stride_sam, stride_sbn, SCALE, HAS_BIAS)
+        if TWO:
+            _store_rows(acc1, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0 + SUB_M, pid_n * BLOCK_N, offs_m1, offs_n,
+                        M, N, stride_sam, stride_sbn, SCALE, HAS_BIAS)
     tma.store_wait(pendings=0)
 
 
@@ -165,7 +170,7 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
-    gl.static_assert(BLOCK_M == 4 * SUB_M, "two warpgroups of two 64-row wgmmas")
+    gl.static_assert(BLOCK_M == 4 * SUB_M or BLOCK_M == 2 * SUB_M, "two warpgroups of one or two 64-row wgmmas")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup

@@ -31,9 +31,9 @@ def ws_call(device: torch.device, out_dtype: torch.dtype, n: int) -> bool:
 
 
 def ws_tile(cfg: TileConfig, mode: str) -> bool:
-    """The tile the kernel is written for: asked for by the rules, 256 rows of two warpgroups, BLOCK_K 128, and a
-    128-column tile in block mode."""
-    return (cfg.warp_specialized and cfg.block_m == 256 and cfg.block_k == 128
+    """The tile the kernel is written for: asked for by the rules, 256 rows (two warpgroups of two 64-row wgmmas)
+    or 128 (of one), BLOCK_K 128, and a 128-column tile in block mode."""
+    return (cfg.warp_specialized and cfg.block_m in (128, 256) and cfg.block_k == 128
             and (mode != "block" or cfg.block_n == 128))
 
 
@@ -76,14 +76,14 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
             MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS, num_warps=4, maxnreg=LAUNCH_REGS)
 
 
-def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False) -> dict:
+def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
     warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
     from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
 
-    types = {"a_desc": nvmma_descriptor([256, 128], "fp8e4nv"), "b_desc": nvmma_descriptor([128, 128], "fp8e4nv"),
+    types = {"a_desc": nvmma_descriptor([block_m, 128], "fp8e4nv"), "b_desc": nvmma_descriptor([128, 128], "fp8e4nv"),
              "c_desc": nvmma_descriptor([int(SUB_M), 128], "bf16"), "bias_ptr": "*bf16", "sa_ptr": "*fp32",
              "sb_ptr": "*fp32"}
     for name in ("M", "N", "K", "stride_sam", "stride_sak", "stride_sbn", "stride_sbk"):
