@@ -59,9 +59,15 @@ def _reference_check(mode: str, cfg: TileConfig) -> dict:
         for kb in range(0, k, 128):
             ref += (a.double()[:, kb:kb + 128] * ea[:, kb:kb + 128]) @ (b.double()[:, kb:kb + 128]
                                                                          * eb[:, kb:kb + 128]).T
-    err = ((y - ref).abs() / (ref.abs() + 1.0)).max().item()
-    return {"shape": f"{m}x{n}x{k}", "case": f"{cfg.describe()} vs float64 ({mode})", "max_rel_err": err,
-            "ok": err < 2e-2}
+    # The contract's bound (bf16 output: atol + rtol * |ref|), as the GPU tests check it. (Until s30 this check
+    # divided by |ref| + 1 and failed every tile, old and new, on outputs near zero: its "ok" said nothing.)
+    from ridgeline.core.registry import get_spec
+    from ridgeline.core.spec import Case
+
+    tol = get_spec("scaled_mm").tolerance_for(Case((m, n, k), torch.float8_e4m3fn, mode), "y", torch.bfloat16)
+    excess = ((y - ref).abs() - (tol.atol + tol.rtol * ref.abs())).max().item()
+    return {"shape": f"{m}x{n}x{k}", "case": f"{cfg.describe()} vs float64 ({mode})", "max_excess": excess,
+            "ok": excess <= 0}
 
 
 def _cases(mode: str, m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:

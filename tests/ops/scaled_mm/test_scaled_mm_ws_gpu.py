@@ -1,7 +1,7 @@
 """The warp-specialized FP8 GEMM (Gluon, kernel_ws.py) on an sm_90 GPU: against float64 in every scale mode at
-shapes that cut its 256x128 and 128x128 tiles (one row, odd M, N not a multiple of the tile, K not a multiple of 128), with a
-bias and an fp16 output, the same bits as the Triton kernel's 256x128x128 tile, and the calls it must leave to the
-Triton kernel."""
+shapes that cut its 256x128 and 128x128 tiles (one row, odd M, N not a multiple of the tile, K not a multiple of
+128), with a bias and an fp16 output, the same bits as the Triton kernel's 256x128x128 tile, and the calls it must
+leave to the Triton kernel."""
 
 from __future__ import annotations
 
