@@ -25,7 +25,9 @@ from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for  # noqa: E402
 
 ROW_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096), (1024, 28672, 4096),
-              (4096, 4096, 14336), (8192, 6144, 4096), (512, 6144, 4096), (256, 10240, 8192), (2049, 4096, 4096)]
+              (4096, 4096, 14336), (8192, 6144, 4096), (512, 6144, 4096), (256, 10240, 8192), (2049, 4096, 4096),
+              # (s30) a last 256-row tile mostly empty, where the 128-row tile may pay
+              (1025, 4096, 4096), (4097, 4096, 4096), (2049, 28672, 4096), (1100, 6144, 4096), (640, 28672, 4096)]
 BLOCK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (512, 6144, 4096)]
 WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
       TileConfig(256, 128, 128, 8, 4, 3, warp_specialized=True),

@@ -30,8 +30,7 @@ def test_the_warp_specialized_kernel_where_it_can_run(mode):
     first = 129 if mode != "block" else 257  # row / tensor from M = 129, block scales from 257
     for m in (first, 1024, 16384):
         cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
-        rows = 128 if mode == "block" else 256  # block scales on the 128-row tile (s30: no spills, 1.65-1.82x)
-        assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (rows, 128, 128), (m, cfg)
+        assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (256, 128, 128), (m, cfg)
         # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
         assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
         assert not config_for(m, 4096, 4096, mode, interpreted=False, tma=False, ws=False).warp_specialized

@@ -120,9 +120,10 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
 # The Gluon kernel's tile: 256 rows (two warpgroups of 128), BLOCK_K 128 (the Triton tiles' K steps: the same bits),
 # 3 stages. num_warps is what the Triton kernel would take it with (the Gluon launch has its own warps).
 WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
-# Its 128-row tile (one 64-row wgmma a warpgroup: one partial and one accumulator, no spills; the 256-row tile's block
-# mode spills ~390 B a thread inside the K loop), 5 stages.
+# Its 128-row tile (one 64-row wgmma a warpgroup: one partial and one accumulator, no spills), 5 stages.
 WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 5, warp_specialized=True)
+# Block scales on the 256-row tile, 4 stages (its scales a step ahead, kernel_ws.py).
+WS_TILE_BLOCK = TileConfig(256, 128, 128, 8, 8, 4, warp_specialized=True)
 
 # Block mode keeps BLOCK_K = 128 (one scale group per K step) and N tiles of at most 128: the partial product and
 # the accumulator both live in registers (2 x 64 fp32 a thread at 128x128 over 8 warps).
@@ -143,14 +144,15 @@ GEMM_RULES: tuple[Rule, ...] = (
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
-    # The warp-specialized kernel (kernel_ws.py) where it can run, block scales on its 128-row tile (measured on an
-    # H100 in s30, h100-fp8-ws-s30.json: graph timings over weight copies, the same bits as the rules' tiles):
-    # 1.65-1.82x its 256-row tile (s24's rule), 2.3-2.6x the deferred 128x128 Triton tile at M = 512-8192 (4096^3
-    # 128 vs 234 vs 292 us, 8192^3 1154 vs 1904, 1024x28672x4096 224 vs 406, 512x6144x4096 32 vs 55); 5 stages
-    # 0.92-0.94x 4's time at the squares, 1.01-1.05x at the others.
-    Rule(WS_TILE_128, "block scales, M > 256, sm_90: warp-specialized 128x128 (a TMA load warp, two MMA warpgroups "
-         "of one 64-row wgmma that promote in turn): 1.65-1.82x the 256-row tile, 2.3-2.6x the Triton tile (H100, "
-         "s30)", modes=("block",), ws=True),
+    # The warp-specialized kernel (kernel_ws.py) where it can run, block scales (measured on an H100 in s30,
+    # h100-fp8-ws-block-s30.json: graph timings over weight copies, the same bits as the rules' tiles): the 256-row
+    # tile with each K step's scales loaded a step ahead, 4 stages: 1.75-1.87x it without (s24's rule) and 3.9-4.3x
+    # the deferred 128x128 Triton tile at 1024-8192 rows (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs 2264,
+    # 1024x28672x4096 217 vs 406 vs 619), 2.8x at 512x6144x4096 (32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3
+    # of 4, the 128-row tile 0.96-1.06x as fast.
+    Rule(WS_TILE_BLOCK, "block scales, M > 256, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
+         "warpgroups that promote in turn, scales a step ahead): 1.75-1.87x s24's, 2.8-4.3x the Triton tile "
+         "(H100, s30)", modes=("block",), ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 3, defer_scale=True), "block scales, large M: 128x128 keeps partial + "
          "accumulator in registers; deferred, 3 stages (4 spill 44 B): 1.01-1.02x the old rule", modes=("block",),
          adjust=fill_the_gpu),
