@@ -30,7 +30,9 @@ def test_the_warp_specialized_kernel_where_it_can_run(mode):
     first = 129 if mode != "block" else 257  # row / tensor from M = 129, block scales from 257
     for m in (first, 1024, 16384):
         cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
-        assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (256, 128, 128), (m, cfg)
+        # row / tensor at 129 rows: the 128-row tile (one wave either way, half the rows; `fewer_waves`)
+        rows = 128 if (mode != "block" and m == 129) else 256
+        assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (rows, 128, 128), (m, cfg)
         # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
         assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
         assert not config_for(m, 4096, 4096, mode, interpreted=False, tma=False, ws=False).warp_specialized
@@ -100,3 +102,17 @@ def test_unavailable_peers_say_why(op, name, why):
         pytest.skip("a CUDA machine")
     impl = registry.resolve(op, name)
     assert not impl.available and why in impl.reason
+
+
+def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
+    """s30 (H100): 128-row tiles 1.13-1.29x where the last 256-row tile row is mostly empty and the tiles fill the
+    SMs badly; 256 rows where the tiles are full or 128 would take twice the waves."""
+    def rows(m, n, k=4096, sms=132):
+        return config_for(m, n, k, "row", sms, interpreted=False, ws=True).block_m
+
+    assert [rows(m, 4096) for m in (1025, 2049, 4097)] == [128, 128, 128]
+    assert rows(640, 28672) == 128
+    assert [rows(m, n) for m, n in ((1100, 6144), (4096, 4096), (2048, 4096), (512, 6144), (256, 10240),
+                                    (8192, 6144), (1024, 28672))] == [256] * 7
+    # the waves are counted on this GPU's SMs: 2049 x 4096 on 144 SMs is 2.0 waves of 256-row tiles
+    assert rows(2049, 4096, sms=144) == 256

@@ -105,6 +105,20 @@ class Rule:
                 and (self.ws is None or c.ws == self.ws))
 
 
+def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
+    """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
+    the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
+    It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
+    (h100-fp8-ws-s30.json, the same bits either way) 1.13-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
+    640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
+    n_tiles = -(-c.n // cfg.block_n)
+
+    def waves(rows: int) -> int:
+        return -(-(-(-c.m // rows) * n_tiles) // c.sms)
+
+    return WS_TILE_128 if 0.55 * waves(128) < waves(256) else cfg
+
+
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
     """Narrow the N tile (down to 32, or 64 for 128-row tiles) while the tiles cover fewer than half the SMs: at
     small M every SM must stream its share of the weight. (Half, not all: at M = 64, N = 8192 the H200 ran 128
@@ -120,8 +134,8 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
 # The Gluon kernel's tile: 256 rows (two warpgroups of 128), BLOCK_K 128 (the Triton tiles' K steps: the same bits),
 # 3 stages. num_warps is what the Triton kernel would take it with (the Gluon launch has its own warps).
 WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
-# Its 128-row tile (one 64-row wgmma a warpgroup: one partial and one accumulator, no spills), 5 stages.
-WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 5, warp_specialized=True)
+# Its 128-row tile (one 64-row wgmma a warpgroup: one partial and one accumulator, no spills), 4 stages.
+WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 4, warp_specialized=True)
 # Block scales on the 256-row tile, 4 stages (its scales a step ahead, kernel_ws.py).
 WS_TILE_BLOCK = TileConfig(256, 128, 128, 8, 8, 4, warp_specialized=True)
 
@@ -175,7 +189,8 @@ GEMM_RULES: tuple[Rule, ...] = (
     # 288 tiles on 132 SMs), where the Triton tile made 0.72-0.89x. 3 stages and 4 were within 4 % either way at 7
     # of 9 shapes (4: 256x10240x8192 1.07x, 8192x6144x4096 1.04x; 3: 512x6144x4096 1.08x); 3 leave shared memory.
     Rule(WS_TILE, "M > 128, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups that promote in "
-         "turn): 1.17-1.59x the Triton tiles, 0.89-1.27x cuBLAS (H100, s24)", ws=True),
+         "turn): 1.17-1.59x the Triton tiles, 0.89-1.27x cuBLAS (H100, s24); 128x128 where that takes fewer "
+         "waves (s30)", ws=True, adjust=fewer_waves),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M without the Gluon kernel: 128x128 tiles, 4 stages",
          max_m=256, adjust=fill_the_gpu),
     # With the FP8 partial promoted into fp32 every BLOCK_K (kernel: max_num_imprecise_acc), 128x256 over 8 warps
