@@ -102,6 +102,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
     ap.add_argument("--modes", default="row,block", help="scale modes to check and time (row, block)")
+    ap.add_argument("--shapes", default="", help="MxNxK,... instead of the built-in shapes of each mode")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     checks = []
@@ -114,7 +115,8 @@ def main() -> int:
                                "error": f"{type(e).__name__}: {e}"[:400]})
             print(json.dumps(checks[-1]), flush=True)
     rows = []
-    for mode, shapes in (("row", ROW_SHAPES), ("block", BLOCK_SHAPES)):
+    given = [tuple(int(v) for v in t.split("x")) for t in args.shapes.split(",") if t]
+    for mode, shapes in (("row", given or ROW_SHAPES), ("block", given or BLOCK_SHAPES)):
         if mode not in args.modes.split(","):
             continue
         path = args.json.with_name(args.json.stem + f"-{mode}.json")
