@@ -181,6 +181,11 @@ GEMM_RULES: tuple[Rule, ...] = (
          "deep pipeline, pointer loads (1.09-1.91x TMA, s23)", max_m=32, adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
          "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
+    # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-mid-s30.json, the same bits):
+    # 1.07-1.23x the Triton rule below at all six timed shapes (128x4096x14336 41.4 vs 46.9 us, 96x8192x8192 29.8
+    # vs 36.7, 65x6144x4096 16.0 vs 20.5), 0.89-1.00x torch._scaled_mm; 4 stages 1.00-1.08x slower at 5 of 6.
+    Rule(replace(WS_TILE_128, num_stages=5), "65-128 rows, sm_90: the warp-specialized kernel's 128-row tile, 5 "
+         "stages (1.07-1.23x the Triton tile, H100 s30)", max_m=128, ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=128, adjust=fill_the_gpu),
     # Row / tensor scales on sm_90 (H100, s24, h100-fp8-ws-s24.json): the warp-specialized kernel on 3 stages
