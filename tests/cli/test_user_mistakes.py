@@ -180,9 +180,11 @@ def test_a_report_of_an_old_record_reproduces_with_a_retypeable_command(tmp_path
     assert retypeable("-c bench scaled_mm --variant row") == "ridgeline bench scaled_mm --variant row"
     assert retypeable("ridgeline ops") == "ridgeline ops" and retypeable(None) == ""
     results = Path(__file__).resolve().parents[2] / "docs" / "results"
-    write_report(load_record(results / "h200-bench-scaled_mm-row-sweep.json"), tmp_path, fmt="md")
+    record = load_record(results / "h200-bench-rotary_embedding-sweep.json")  # written as "-c bench ..."
+    assert record.command.startswith("-c bench")
+    write_report(record, tmp_path, fmt="md")
     md = (tmp_path / "report.md").read_text()
-    assert "```sh\nridgeline bench scaled_mm" in md and "\n-c bench" not in md
+    assert "```sh\nridgeline bench rotary_embedding" in md and "\n-c bench" not in md
 
 
 def test_vram_tables_are_not_cut_in_a_pipe():
