@@ -109,7 +109,7 @@ def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
     the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
     It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
-    (h100-fp8-ws-s30.json, the same bits either way) 1.13-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
+    (h100-fp8-ws-s30.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
     640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
     n_tiles = -(-c.n // cfg.block_n)
 
@@ -188,10 +188,11 @@ GEMM_RULES: tuple[Rule, ...] = (
          "stages (1.07-1.23x the Triton tile, H100 s30)", max_m=128, ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=128, adjust=fill_the_gpu),
-    # Row / tensor scales on sm_90 (H100, s24, h100-fp8-ws-s24.json): the warp-specialized kernel on 3 stages
-    # 1.17-1.59x the Triton rules at every timed shape from M = 256 (256x10240x8192 53 vs 79 us, 2048x4096x4096 56
-    # vs 89, 4096^3 110 vs 143) and 0.89-1.27x torch._scaled_mm (cuBLAS) beside it (0.89x at 2049 rows: a wave of
-    # 288 tiles on 132 SMs), where the Triton tile made 0.72-0.89x. 3 stages and 4 were within 4 % either way at 7
+    # Row / tensor scales on sm_90 (H100, s24, git show 1be1b79:docs/results/h100-fp8-ws-s24.json): the
+    # warp-specialized kernel on 3 stages 1.17-1.59x the Triton rules at every timed shape from M = 256
+    # (256x10240x8192 53 vs 79 us, 2048x4096x4096 56 vs 89, 4096^3 110 vs 143) and 0.89-1.27x torch._scaled_mm
+    # (cuBLAS) beside it (0.89x at 2049 rows: a wave of 288 tiles on 132 SMs, which `fewer_waves` took to 1.00x in
+    # s30), where the Triton tile made 0.72-0.89x. 3 stages and 4 were within 4 % either way at 7
     # of 9 shapes (4: 256x10240x8192 1.07x, 8192x6144x4096 1.04x; 3: 512x6144x4096 1.08x); 3 leave shared memory.
     Rule(WS_TILE, "M > 128, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA warpgroups that promote in "
          "turn): 1.17-1.59x the Triton tiles, 0.89-1.27x cuBLAS (H100, s24); 128x128 where that takes fewer "
