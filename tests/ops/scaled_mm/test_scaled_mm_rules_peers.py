@@ -27,11 +27,11 @@ def test_rule_branches():
 
 @pytest.mark.parametrize("mode", ["tensor", "row", "block"])
 def test_the_warp_specialized_kernel_where_it_can_run(mode):
-    first = 65 if mode != "block" else 257  # row / tensor from M = 65 (128-row tiles), block scales from 257
+    first = 65  # every mode from 65 rows (s30)
     for m in (first, 1024, 16384):
         cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
-        # row / tensor at 65 rows: the 128-row tile (s30: 1.07-1.23x the Triton tile at 65-128 rows)
-        rows = 128 if (mode != "block" and m == first) else 256
+        # at 65 rows the 128-row tile (s30: 1.07-1.26x the Triton tiles at 65-128 rows)
+        rows = 128 if m == first else 256
         assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (rows, 128, 128), (m, cfg)
         # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
         assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
@@ -111,6 +111,9 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
         return config_for(m, n, k, "row", sms, interpreted=False, ws=True).block_m
 
     assert [rows(m, 4096) for m in (1025, 2049, 4097)] == [128, 128, 128]
+    block = [config_for(m, n, k, "block", interpreted=False, ws=True).block_m
+             for m, n, k in ((65, 6144, 4096), (128, 4096, 14336), (200, 28672, 4096), (256, 10240, 8192))]
+    assert block == [128, 128, 256, 256]  # s30 (H100): each the faster of the two there
     assert rows(640, 28672) == 128
     assert [rows(m, n) for m, n in ((1100, 6144), (4096, 4096), (2048, 4096), (512, 6144), (256, 10240),
                                     (8192, 6144), (1024, 28672))] == [256] * 7

@@ -155,18 +155,20 @@ GEMM_RULES: tuple[Rule, ...] = (
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, decode: 64x128 deferred, 4 stages "
          "(1.09x the old rule at M = 16, 1.53x at M = 64 with the wider N tiles)", max_m=64, modes=("block",),
          adjust=fill_the_gpu),
+    # The warp-specialized kernel (kernel_ws.py) where it can run, block scales from 65 rows (measured on an H100 in
+    # s30, h100-fp8-ws-s30.json: graph timings over weight copies, the same bits as the rules' tiles). Large M (run
+    # s30k): the 256-row tile with each K step's scales loaded a step ahead, 4 stages, 1.75-1.87x it without (s24's
+    # rule) and 2.1-2.9x the deferred 128x128 Triton tile (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs
+    # 2264, 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4.
+    # 65-512 rows (run s30q), the tile by `fewer_waves`: 128 rows at 65x6144x4096 (1.26x the deferred 64x128 tile
+    # below) and 128x4096x14336 (1.02x), 256 rows at 200x28672x4096 (2.11x) and 256x10240x8192 (1.86x); at
+    # 300x8192x8192 the 128-row tile would be 1.42x the 256-row one the waves pick (not in the rule yet).
+    Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
+         "warpgroups that promote in turn, scales a step ahead), 128x128 where that takes fewer waves: 1.75-1.87x "
+         "s24's, 1.02-2.9x the Triton tiles (H100, s30)", modes=("block",), ws=True, adjust=fewer_waves),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
-    # The warp-specialized kernel (kernel_ws.py) where it can run, block scales (measured on an H100 in s30,
-    # h100-fp8-ws-s30.json, run s30k: graph timings over weight copies, the same bits as the rules' tiles): the
-    # 256-row tile with each K step's scales loaded a step ahead, 4 stages: 1.75-1.87x it without (s24's rule) and
-    # 2.1-2.9x the deferred 128x128 Triton tile (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs 2264,
-    # 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4, the
-    # 128-row tile 0.96-1.06x as fast.
-    Rule(WS_TILE_BLOCK, "block scales, M > 256, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
-         "warpgroups that promote in turn, scales a step ahead): 1.75-1.87x s24's, 2.1-2.9x the Triton tile "
-         "(H100, s30)", modes=("block",), ws=True),
     Rule(TileConfig(128, 128, 128, 8, 8, 3, defer_scale=True), "block scales, large M: 128x128 keeps partial + "
          "accumulator in registers; deferred, 3 stages (4 spill 44 B): 1.01-1.02x the old rule", modes=("block",),
          adjust=fill_the_gpu),
