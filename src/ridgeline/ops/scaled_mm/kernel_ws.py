@@ -9,9 +9,11 @@ partition such a loop for sm_90, so the partitions are written out here:
 - a load partition (one warp) walks the same persistent tile sequence and keeps STAGES K steps of A (BLOCK_M rows)
   and B (BLOCK_N rows) in flight through TMA, each stage guarded by a `ready` and an `empty` mbarrier;
 - two MMA partitions (a warpgroup each) own the upper and lower BLOCK_M / 2 rows of every tile, sharing the B
-  stage. Each K step is two wgmmas of 64 rows into a fresh fp32 partial, each added (scaled, for block scales)
-  into its fp32 accumulator once complete: while one warpgroup adds, the other's wgmma keeps the tensor core busy.
-  A stage is released when both warpgroups are done with it (`empty` counts two arrivals).
+  stage. Each K step is one wgmma of 64 rows a warpgroup (128-row tiles) or two (256-row tiles) into a fresh fp32
+  partial, each added (scaled, for block scales) into its fp32 accumulator once complete: while one warpgroup
+  adds, the other's wgmma keeps the tensor core busy. A stage is released when both warpgroups are done with it
+  (`empty` counts two arrivals). The 128-row tile holds one partial and one accumulator (no spills); the rules
+  take it where it needs fewer waves over the SMs (rules.py).
 
 The arithmetic is the Triton kernel's: per K step of BLOCK_K (128) a fresh partial in the tensor core's precision,
 added into fp32 in K order; the scales of the epilogue (tensor / row) or of each step (block) as there. So both
