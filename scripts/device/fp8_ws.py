@@ -47,29 +47,21 @@ def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def _reference_check(mode: str, cfg: TileConfig) -> dict:
-    """One mid-size call of the ws kernel against float64 (odd M and N, K past a step edge)."""
-    m, n, k = 1000, 1032, 1000
-    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
-    b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
-    sa, sb = _scales(mode, m, n, k)
-    y = launch_scaled_mm(a, b, sa, sb, cfg=cfg).double()
-    if mode == "row":
-        ref = (a.double() @ b.double().T) * sa.double() * sb.double()[None, :]
-    else:
-        ea = sa.double().repeat_interleave(128, 1)[:, :k]
-        eb = sb.double().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
-        ref = torch.zeros(m, n, dtype=torch.float64, device="cuda")
-        for kb in range(0, k, 128):
-            ref += (a.double()[:, kb:kb + 128] * ea[:, kb:kb + 128]) @ (b.double()[:, kb:kb + 128]
-                                                                         * eb[:, kb:kb + 128]).T
-    # The contract's bound (bf16 output: atol + rtol * |ref|), as the GPU tests check it. (Until s30 this check
-    # divided by |ref| + 1 and failed every tile, old and new, on outputs near zero: its "ok" said nothing.)
+    """One mid-size call of a Gluon tile against float64 (odd M and N, K past a step edge) on the contract's own
+    inputs and bound, as the GPU tests check it. (Until s30 this check drew 4 x randn weights, outside the
+    contract's tolerance model, which assumes its W_STD-scaled weights: it failed every tile, old and new.)"""
     from ridgeline.core.registry import get_spec
     from ridgeline.core.spec import Case
 
-    tol = get_spec("scaled_mm").tolerance_for(Case((m, n, k), torch.float8_e4m3fn, mode), "y", torch.bfloat16)
+    spec = get_spec("scaled_mm")
+    case = Case((1000, 1032, 1000), torch.float8_e4m3fn, mode)
+    inputs = spec.make_inputs(case, "cuda", 0)
+    y = launch_scaled_mm(inputs["a"], inputs["b"], inputs["scale_a"], inputs["scale_b"], inputs["out_dtype"],
+                         inputs["bias"], cfg=cfg).double()
+    (ref,) = spec.reference(inputs)
+    tol = spec.tolerance_for(case, "y", y.dtype)
     excess = ((y - ref).abs() - (tol.atol + tol.rtol * ref.abs())).max().item()
-    return {"shape": f"{m}x{n}x{k}", "case": f"{cfg.describe()} vs float64 ({mode})", "max_excess": excess,
+    return {"shape": "1000x1032x1000", "case": f"{cfg.describe()} vs float64 ({mode})", "max_excess": excess,
             "ok": excess <= 0}
 
 
