@@ -111,9 +111,13 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
         return config_for(m, n, k, "row", sms, interpreted=False, ws=True).block_m
 
     assert [rows(m, 4096) for m in (1025, 2049, 4097)] == [128, 128, 128]
-    block = [config_for(m, n, k, "block", interpreted=False, ws=True).block_m
-             for m, n, k in ((65, 6144, 4096), (128, 4096, 14336), (200, 28672, 4096), (256, 10240, 8192))]
-    assert block == [128, 128, 256, 256]  # s30 (H100): each the faster of the two there
+    # block scales by padded rows to 1023 (s30, H100: each the faster of the two tiles, or level, there)
+    block = {m: config_for(m, n, k, "block", interpreted=False, ws=True).block_m
+             for m, n, k in ((65, 6144, 4096), (128, 4096, 14336), (200, 28672, 4096), (256, 10240, 8192),
+                             (300, 8192, 8192), (384, 8192, 8192), (400, 6144, 4096), (600, 8192, 8192),
+                             (768, 4096, 4096), (1024, 28672, 4096), (2049, 4096, 4096), (8192, 8192, 8192))}
+    assert block == {65: 128, 128: 128, 200: 256, 256: 256, 300: 128, 384: 128, 400: 256, 600: 128, 768: 256,
+                     1024: 256, 2049: 256, 8192: 256}
     assert rows(640, 28672) == 128
     assert [rows(m, n) for m, n in ((1100, 6144), (4096, 4096), (2048, 4096), (512, 6144), (256, 10240),
                                     (8192, 6144), (1024, 28672))] == [256] * 7

@@ -119,6 +119,19 @@ def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     return WS_TILE_128 if 0.55 * waves(128) < waves(256) else cfg
 
 
+def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
+    """Block scales: the Gluon kernel's 128-row tile where it computes fewer padded rows than the 256-row one
+    (M rounded up to 128 below M rounded up to 256), to 1023 rows. s30 on an H100 (h100-fp8-ws-s30.json, runs
+    s30q / s30s, the same bits either way): 1.26-1.63x at 300, 384 and 600 rows (300x28672x4096 111 against 182
+    us), 1.26x at 65; the 256-row tile 1.04-1.12x where the padding is equal (200, 256, 400 rows), level at 512 and
+    768, and 1.10-1.11x from 1024 rows (8192^3, 1024x28672x4096), where its better efficiency outweighs a last tile
+    row's padding. (Row scales follow the waves instead, `fewer_waves`: their 128-row tile paid at 129 rows and lost
+    at 1100.)"""
+    if c.m < 1024 and -(-c.m // 128) * 128 < -(-c.m // 256) * 256:
+        return WS_TILE_128
+    return cfg
+
+
 def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
     """Narrow the N tile (down to 32, or 64 for 128-row tiles) while the tiles cover fewer than half the SMs: at
     small M every SM must stream its share of the weight. (Half, not all: at M = 64, N = 8192 the H200 ran 128
@@ -160,12 +173,12 @@ GEMM_RULES: tuple[Rule, ...] = (
     # s30k): the 256-row tile with each K step's scales loaded a step ahead, 4 stages, 1.75-1.87x it without (s24's
     # rule) and 2.1-2.9x the deferred 128x128 Triton tile (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs
     # 2264, 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4.
-    # 65-512 rows (run s30q), the tile by `fewer_waves`: 128 rows at 65x6144x4096 (1.26x the deferred 64x128 tile
-    # below) and 128x4096x14336 (1.02x), 256 rows at 200x28672x4096 (2.11x) and 256x10240x8192 (1.86x); at
-    # 300x8192x8192 the 128-row tile would be 1.42x the 256-row one the waves pick (not in the rule yet).
+    # 65-768 rows (runs s30q, s30s): 1.02-2.11x the deferred Triton tiles (65x6144x4096 16.9 vs 21.6 us on 128
+    # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
-         "warpgroups that promote in turn, scales a step ahead), 128x128 where that takes fewer waves: 1.75-1.87x "
-         "s24's, 1.02-2.9x the Triton tiles (H100, s30)", modes=("block",), ws=True, adjust=fewer_waves),
+         "warpgroups that promote in turn, scales a step ahead), 128x128 where it pads fewer rows below 1024: "
+         "1.75-1.87x s24's, 1.02-2.9x the Triton tiles (H100, s30)", modes=("block",), ws=True,
+         adjust=fewer_padded_rows),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
