@@ -105,16 +105,18 @@ class Rule:
                 and (self.ws is None or c.ws == self.ws))
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
     the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
     It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
     (h100-fp8-ws-s30.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
     640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
-    n_tiles = -(-c.n // cfg.block_n)
-
     def waves(rows: int) -> int:
-        return -(-(-(-c.m // rows) * n_tiles) // c.sms)
+        return _cdiv(_cdiv(c.m, rows) * _cdiv(c.n, cfg.block_n), c.sms)
 
     return WS_TILE_128 if 0.55 * waves(128) < waves(256) else cfg
 
@@ -127,7 +129,7 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     768, and 1.10-1.11x from 1024 rows (8192^3, 1024x28672x4096), where its better efficiency outweighs a last tile
     row's padding. (Row scales follow the waves instead, `fewer_waves`: their 128-row tile paid at 129 rows and lost
     at 1100.)"""
-    if c.m < 1024 and -(-c.m // 128) * 128 < -(-c.m // 256) * 256:
+    if c.m < 1024 and _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256:
         return WS_TILE_128
     return cfg
 
@@ -139,7 +141,7 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
     c25cf61:docs/results/h200-tune-scaled_mm-s17.json`; narrower tiles re-read the activations and issue smaller
     wgmmas.)"""
     bn, floor = cfg.block_n, 32 if cfg.block_m <= 64 else 64
-    while bn > floor and 2 * -(-c.m // cfg.block_m) * -(-c.n // bn) < c.sms:
+    while bn > floor and 2 * _cdiv(c.m, cfg.block_m) * _cdiv(c.n, bn) < c.sms:
         bn //= 2
     return replace(cfg, block_n=bn)
 
