@@ -4,7 +4,8 @@ graph timing over weight copies past 256 MB (scripts/device/graph_cases.py); the
 with the rule's (the same K steps and promotion: the same bits expected) and, at one shape per mode, with a float64
 reference under the contract's tolerance. Prints a table last and writes every timing to JSON.
 
-  python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3] [--modes row,block]
+  python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3] [--modes row,block] [--shapes MxNxK,...]
+      [--ws 256x128s4,256x128s4r224/56,128x64s5]   (Gluon tiles: BMxBN, stages, optional MMA/load registers)
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
       TileConfig(128, 128, 128, 8, 4, 5, warp_specialized=True)]
 
 
+def _parse_ws(spec: str) -> TileConfig:
+    """'256x128s4' or '256x128s4r224/56': a Gluon tile (BLOCK_K 128), its stages and register split."""
+    tile, _, rest = spec.partition("s")
+    bm, bn = (int(v) for v in tile.split("x"))
+    stages, _, regs = rest.partition("r")
+    extra = {"ws_regs": tuple(int(v) for v in regs.split("/"))} if regs else {}
+    return TileConfig(bm, bn, 128, 8, 4, int(stages), warp_specialized=True, **extra)
+
+
 def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     if mode == "row":
         return torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
@@ -65,7 +75,7 @@ def _reference_check(mode: str, cfg: TileConfig) -> dict:
             "ok": excess <= 0}
 
 
-def _cases(mode: str, m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
+def _cases(mode: str, m: int, n: int, k: int, sms: int, ws: list[TileConfig]) -> tuple[dict, torch.Tensor]:
     copies = max(2, -(-256 * 2**20 // (n * k)))
     a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
     bs = [(torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn) for _ in range(copies)]
@@ -84,7 +94,9 @@ def _cases(mode: str, m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Ten
         same = dataclasses.replace(rule, block_m=256, block_n=128, block_k=128, num_warps=8, num_stages=4)
         if same != rule:
             cases[f"triton {same.describe()}"] = over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=same))
-    for cfg in WS:
+    for cfg in ws:
+        if mode == "block" and cfg.block_n != 128:
+            continue
         cases[cfg.describe()] = over(lambda b, cfg=cfg: launch_scaled_mm(a, b, sa, sb, cfg=cfg))
     return cases, launch_scaled_mm(a, bs[0], sa, sb, cfg=rule)
 
@@ -95,11 +107,15 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
     ap.add_argument("--modes", default="row,block", help="scale modes to check and time (row, block)")
     ap.add_argument("--shapes", default="", help="MxNxK,... instead of the built-in shapes of each mode")
+    ap.add_argument("--ws", default="", help="Gluon tiles to time instead of the built-in ones: 256x128s4r224/56,...")
     args = ap.parse_args()
+    ws = [_parse_ws(t) for t in args.ws.split(",") if t] or WS
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     checks = []
     for mode in args.modes.split(","):
-        for cfg in (WS[0], WS[3]):
+        for cfg in (ws if args.ws else (WS[0], WS[3])):
+            if mode == "block" and cfg.block_n != 128:
+                continue
             try:
                 checks.append(_reference_check(mode, cfg))
             except Exception as e:
@@ -112,7 +128,7 @@ def main() -> int:
         if mode not in args.modes.split(","):
             continue
         path = args.json.with_name(args.json.stem + f"-{mode}.json")
-        rows += run_shapes(shapes, lambda m, n, k, mode=mode: _cases(mode, m, n, k, sms), path, args.budget_s,
+        rows += run_shapes(shapes, lambda m, n, k, mode=mode: _cases(mode, m, n, k, sms, ws), path, args.budget_s,
                            lambda y, r: torch.equal(y, r), lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
                            peers=("torch._scaled_mm",))
     args.json.write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))

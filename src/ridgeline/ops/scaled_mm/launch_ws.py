@@ -8,8 +8,9 @@ from ridgeline.lib.launch import interpreter_enabled
 from ridgeline.ops.scaled_mm.rules import TileConfig
 
 # Registers a thread: the kernel starts at LAUNCH_REGS in all 12 warps (3 warpgroups x 4 x 32 threads x 168 fill
-# the H200's 64K registers of an SM); the load warp's warpgroup then gives its registers to the two MMA ones.
-LAUNCH_REGS, MMA_REGS, LOAD_REGS = 168, 232, 40
+# the H200's 64K registers of an SM); the load warp's warpgroup then gives its registers to the two MMA ones, by
+# the tile's `ws_regs` (rules.py).
+LAUNCH_REGS = 168
 _OUT_GL = {}
 
 
@@ -73,22 +74,24 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
         _scaled_mm_ws_kernel[(max(1, min(tiles, sms)),)](
             a_desc, b_desc, c_desc, sa, sb, bias if bias is not None else y, m, n, k, sam, sak, sbn, sbk,
             SCALE=scale_code, HAS_BIAS=bias is not None, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
-            MMA_REGS=MMA_REGS, LOAD_REGS=LOAD_REGS, num_warps=4, maxnreg=LAUNCH_REGS)
+            MMA_REGS=cfg.ws_regs[0], LOAD_REGS=cfg.ws_regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
 
 
-def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256) -> dict:
+def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256,
+                     regs: tuple[int, int] = (232, 40), block_n: int = 128) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
     warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
     from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
 
-    types = {"a_desc": nvmma_descriptor([block_m, 128], "fp8e4nv"), "b_desc": nvmma_descriptor([128, 128], "fp8e4nv"),
-             "c_desc": nvmma_descriptor([int(SUB_M), 128], "bf16"), "bias_ptr": "*bf16", "sa_ptr": "*fp32",
+    types = {"a_desc": nvmma_descriptor([block_m, 128], "fp8e4nv"),
+             "b_desc": nvmma_descriptor([block_n, 128], "fp8e4nv"),
+             "c_desc": nvmma_descriptor([int(SUB_M), block_n], "bf16"), "bias_ptr": "*bf16", "sa_ptr": "*fp32",
              "sb_ptr": "*fp32"}
     for name in ("M", "N", "K", "stride_sam", "stride_sak", "stride_sbn", "stride_sbk"):
         types[name] = "i32"
-    consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": MMA_REGS,
-              "LOAD_REGS": LOAD_REGS}
+    consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": regs[0],
+              "LOAD_REGS": regs[1]}
     return compile_sm90(_scaled_mm_ws_kernel, types, consts, 4, LAUNCH_REGS,
                         ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS"))

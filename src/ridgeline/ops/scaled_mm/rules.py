@@ -45,6 +45,9 @@ class TileConfig:
     # The Gluon kernel (kernel_ws.py): a TMA load warp and two MMA warpgroups; needs sm_90, TMA-readable operands,
     # a 16-bit output with 16-byte aligned rows, block_m 256 (two warpgroups of 128 rows) and block_k 128.
     warp_specialized: bool = False
+    # Its registers a thread after the hand-over: (MMA warpgroups, load warp's warpgroup); 2 x 128 x mma + 128 x
+    # load must fit an SM's 64K. ptxas places the spills by this split, not by the MMA side alone (rules below).
+    ws_regs: tuple[int, int] = (232, 40)
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -56,6 +59,10 @@ class TileConfig:
                              f"{self.block_k}")
         if self.num_stages < 1:
             raise ValueError(f"TileConfig.num_stages: expected >= 1, got {self.num_stages}")
+        mma, load = self.ws_regs
+        if any(r % 8 or not 24 <= r <= 256 for r in (mma, load)) or 2 * 128 * mma + 128 * load > 65536:
+            raise ValueError(f"TileConfig.ws_regs: expected multiples of 8 in 24..256 with 2 x 128 x mma + 128 x "
+                             f"load <= 65536 (an SM's registers), got {self.ws_regs}")
 
     def smem_bytes(self) -> int:
         """Shared memory of the operand pipeline (1-byte operands)."""
@@ -63,9 +70,10 @@ class TileConfig:
 
     def describe(self) -> str:
         load = "tma" if self.use_tma else "ptr"
+        regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != (232, 40) else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
-                f"{' ws' if self.warp_specialized else ''}")
+                f"{' ws' if self.warp_specialized else ''}{regs}")
 
 
 @dataclass(frozen=True)
