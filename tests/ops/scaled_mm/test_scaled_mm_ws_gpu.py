@@ -24,6 +24,7 @@ SPEC = get_spec("scaled_mm")
 TRITON = TileConfig(256, 128, 128, 8, 8, 4)
 WS = replace(TRITON, warp_specialized=True)
 WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
+WS128_N64, WS128_N32 = replace(WS128, block_n=64, num_stages=6), replace(WS128, block_n=32, num_stages=6)  # (s31)
 
 
 def _inputs(shape, variant, seed=0):
@@ -35,11 +36,17 @@ def _run(inputs, cfg):
                             inputs["bias"], cfg=cfg)
 
 
+# Block scales take 128-column tiles only (one weight block a tile); the narrow tiles run tensor and row scales.
+MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
+              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"))
+              if mode != "block" or tile.block_n == 128]
+
+
 @needs_sm90
-@pytest.mark.parametrize("mode", ["tensor", "row", "block"])
+@pytest.mark.parametrize(("mode", "tile"), [(m, t) for m, t, _ in MODE_TILES],
+                         ids=[f"{m}-{n}" for m, _, n in MODE_TILES])
 @pytest.mark.parametrize("shape", [(1000, 1032, 1040), (256, 128, 128), (1, 136, 4096), (513, 4104, 640),
                                    (2049, 4096, 4096), (300, 8, 256)])
-@pytest.mark.parametrize("tile", [WS, WS128], ids=["256", "128"])
 def test_ws_matches_float64(mode, shape, tile):
     inputs = _inputs(shape, mode)
     # Poison: a freed NaN block of the output's size, which the caching allocator hands to the output next.

@@ -154,6 +154,20 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
     return replace(cfg, block_n=bn)
 
 
+def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
+    """The Gluon 128-row tile at 65-128 rows: halve the N tile (to 32) while the halved tiling still fits one wave
+    of the SMs, with 6 stages once narrowed. The weight's bytes are the cost here and each SM streams its tiles' rows of
+    it: at 128x4096 the 128-wide tiles keep 32 of 132 SMs busy. H100, s31 (fp8-ws-s31b, the same bits: BLOCK_K and
+    the K order are unchanged): 128x4096x14336 30.0 us on 128 tiles of 32 against 41.4 on 32 of 128 (cuBLAS 36.6),
+    128x4096x4096 10.7 against 14.9, 128x6144x4096 13.2 on 96 tiles of 64 against 15.2 (its 192 tiles of 32: 17.8,
+    two waves); 6 stages 1.03-1.07x over 5 on the 64-wide tile. The one loss: 96x8192x8192 on 128 tiles of 64 31.2
+    against 30.5 on 64 of 128."""
+    bn = cfg.block_n
+    while bn > 32 and _cdiv(c.m, cfg.block_m) * _cdiv(c.n, bn // 2) <= c.sms:
+        bn //= 2
+    return cfg if bn == cfg.block_n else replace(cfg, block_n=bn, num_stages=6)
+
+
 # The Gluon kernel's tile: 256 rows (two warpgroups of 128), BLOCK_K 128 (the Triton tiles' K steps: the same bits),
 # 3 stages. num_warps is what the Triton kernel would take it with (the Gluon launch has its own warps).
 WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
@@ -209,8 +223,10 @@ GEMM_RULES: tuple[Rule, ...] = (
     # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-mid-s30.json, the same bits):
     # 1.07-1.23x the Triton rule below at all six timed shapes (128x4096x14336 41.4 vs 46.9 us, 96x8192x8192 29.8
     # vs 36.7, 65x6144x4096 16.0 vs 20.5), 0.89-1.00x torch._scaled_mm; 4 stages 1.00-1.08x slower at 5 of 6.
+    # Narrower N tiles where the 128-wide ones leave SMs idle (`narrow_to_one_wave`, H100 s31, fp8-ws-s31b).
     Rule(replace(WS_TILE_128, num_stages=5), "65-128 rows, sm_90: the warp-specialized kernel's 128-row tile, 5 "
-         "stages (1.07-1.23x the Triton tile, H100 s30)", max_m=128, ws=True),
+         "stages (1.07-1.23x the Triton tile, H100 s30); N tiles of 64 / 32 over 6 stages while they fit one wave "
+         "(1.15-1.39x, s31)", max_m=128, ws=True, adjust=narrow_to_one_wave),
     Rule(TileConfig(128, 128, 128, 8, 8, 4), "mid M: 128x128 tiles, 4 stages; narrower N tiles until the SMs "
          "are covered", max_m=128, adjust=fill_the_gpu),
     # Row / tensor scales on sm_90 (H100, s24, git show 1be1b79:docs/results/h100-fp8-ws-s24.json): the
