@@ -1,7 +1,9 @@
 """Diagnostic (s31): is the block-scaled Gluon GEMM's gap to row scales the latency of its per-step scale loads?
 Times the block kernel as shipped beside a copy whose scale loads read step 0's address every step (the same
-instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, timing only), and the row-scaled kernel on
-the same tiles. Graph timings over weight copies (graph_cases.py); prints a table, writes JSON.
+instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, timing only), a candidate whose MMA
+warpgroups copy the next step's scales into shared memory with cp.async (kernel_ws_cpasync.py: no register waits
+on global loads between the wgmmas; compared bitwise with the shipped kernel), and the row-scaled kernel on the
+same tiles. Graph timings over weight copies (graph_cases.py); prints a table, writes JSON.
 
   python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15]
 """
@@ -29,6 +31,13 @@ from ridgeline.ops.scaled_mm.rules import WS_TILE_128, WS_TILE_BLOCK  # noqa: E4
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (2048, 4096, 4096)]
 
 
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod._scaled_mm_ws_kernel
+
+
 def _l1_variant():
     src = Path(shipped.__file__).read_text()
     for step in ("(ki + 1) * stride_sbk", "(ki + 1) * stride_sak", "ki * stride_sbk", "ki * stride_sak"):
@@ -36,10 +45,7 @@ def _l1_variant():
         src = src.replace(step, "0")
     path = Path(tempfile.mkdtemp()) / "kernel_ws_l1.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location("kernel_ws_l1", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod._scaled_mm_ws_kernel
+    return _load(path, "kernel_ws_l1")
 
 
 def main() -> int:
@@ -48,6 +54,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0.15)
     args = ap.parse_args()
     real, l1 = shipped._scaled_mm_ws_kernel, _l1_variant()
+    cp = _load(Path(__file__).with_name("kernel_ws_cpasync.py"), "kernel_ws_cpasync")
 
     def with_kernel(kernel, fn):
         def call():
@@ -71,13 +78,15 @@ def main() -> int:
             out[f"block {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=c) for b in bs]
             out[f"block {name} scales from L1"] = [
                 with_kernel(l1, lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=c)) for b in bs]
-        out["block 256 r224/56"] = [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk,
-                                                                  cfg=replace(WS_TILE_BLOCK, ws_regs=(224, 56)))
-                                    for b in bs]
-        return out, out["row 256"][0]()
+        r224 = replace(WS_TILE_BLOCK, ws_regs=(224, 56))
+        out["block 256 r224/56"] = [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=r224) for b in bs]
+        out["block 256 cp.async r224/56"] = [
+            with_kernel(cp, lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=r224)) for b in bs]
+        return out, out["block 256"][0]()
 
-    rows = run_shapes(SHAPES, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, None,
-                      lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6}, peers=())
+    rows = run_shapes(SHAPES, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, torch.equal,
+                      lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
+                      peers=("row 256", "row 128", "block 256 scales from L1", "block 128 scales from L1"))
     args.json.write_text(json.dumps({"rows": rows}, indent=1))
     return 0
 

@@ -1,0 +1,224 @@
+"""(s31 candidate for scripts/device/diag_fp8_block.py) The FP8 scaled GEMM for Hopper with warp specialization,
+in Gluon (Triton's explicit-layout language).
+
+Why a second kernel: the Triton kernel (kernel.py) promotes the tensor core's FP8 partial into the fp32
+accumulator every BLOCK_K, and one instruction stream does it all: it waits for a K step's wgmma, adds the partial,
+then issues the next wgmma, so the tensor core idles during every promotion (s17: 0.76-0.86x `torch._scaled_mm` from
+M = 1024; cuBLAS runs a TMA producer warp beside consumer warpgroups). Triton 3.6/3.7's `warp_specialize` does not
+partition such a loop for sm_90, so the partitions are written out here:
+
+- a load partition (one warp) walks the same persistent tile sequence and keeps STAGES K steps of A (BLOCK_M rows)
+  and B (BLOCK_N rows) in flight through TMA, each stage guarded by a `ready` and an `empty` mbarrier;
+- two MMA partitions (a warpgroup each) own the upper and lower BLOCK_M / 2 rows of every tile, sharing the B
+  stage. Each K step is one wgmma of 64 rows a warpgroup (128-row tiles) or two (256-row tiles) into a fresh fp32
+  partial, each added (scaled, for block scales) into its fp32 accumulator once complete: while one warpgroup
+  adds, the other's wgmma keeps the tensor core busy. A stage is released when both warpgroups are done with it
+  (`empty` counts two arrivals). The 128-row tile holds one partial and one accumulator (no spills); the rules
+  take it where it needs fewer waves over the SMs (rules.py).
+
+The arithmetic is the Triton kernel's: per K step of BLOCK_K (128) a fresh partial in the tensor core's precision,
+added into fp32 in K order; the scales of the epilogue (tensor / row) or of each step (block) as there. So both
+kernels give the same bits wherever their K steps agree (the GPU tests compare them). Needs sm_90 and TMA-readable
+operands (K-contiguous rows, 16-byte aligned); the launch rules choose it (rules.py) and fall back to kernel.py.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+SUB_M = gl.constexpr(64)  # rows of one wgmma (a warpgroup's m64 instructions)
+WARPGROUP = gl.constexpr(4)
+
+
+@gluon.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    # Grouped order, as kernel.py: GROUP_M row tiles walk the columns together so the B tiles they share stay in L2.
+    in_group = GROUP_M * num_pid_n
+    group = tile // in_group
+    first_m = group * GROUP_M
+    size_m = gl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % size_m
+    pid_n = (tile % in_group) // size_m
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        for ki in range(k_tiles):
+            s = count % STAGES
+            # Wait until both warpgroups released this stage's previous use (a fresh barrier passes phase 1).
+            mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
+            # Rows and K columns past the edges read as zeros and count toward the transaction bytes.
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, ki * BLOCK_K], ready.index(s), a_bufs.index(s))
+            tma.async_copy_global_to_shared(b_desc, [pid_n * BLOCK_N, ki * BLOCK_K], ready.index(s), b_bufs.index(s))
+            count += 1
+
+
+@gluon.jit
+def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m, offs_n, M, N, stride_sam,
+                stride_sbn, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr):
+    # Scales and bias in registers, then out through shared memory and a TMA store (it clips rows and columns past
+    # the edges). 64-bit pointers to each of the 64 x BLOCK_N outputs spilled (ptxas: 360 B at 168 registers).
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    if SCALE == 0:
+        acc = acc * (gl.load(sa_ptr) * gl.load(sb_ptr))
+    elif SCALE == 1:
+        sa = gl.load(sa_ptr + offs_m.to(gl.int64) * stride_sam, mask=m_mask, other=0.0)
+        sb = gl.load(sb_ptr + offs_n.to(gl.int64) * stride_sbn, mask=n_mask, other=0.0)
+        acc = acc * sa[:, None] * sb[None, :]
+    if HAS_BIAS:
+        acc = acc + gl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(gl.float32)[None, :]
+    tma.store_wait(pendings=0)  # this warpgroup's previous store has left the buffer
+    c_buf.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [row0, col0], c_buf)
+
+
+@gluon.jit
+def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc_a0, sc_a1, sc_b, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                   stride_sam, stride_sak, stride_sbn, stride_sbk,
+                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    ROW0: gl.constexpr = HALF * (BLOCK_M // 2)
+    TWO: gl.constexpr = BLOCK_M == 4 * SUB_M  # two 64-row wgmmas a warpgroup (256-row tiles), else one (128)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPGROUP, 1],
+                                                     instr_shape=[16, BLOCK_N, 32])
+    rows: gl.constexpr = gl.SliceLayout(1, layout)
+    cols: gl.constexpr = gl.SliceLayout(0, layout)
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    part = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m0 = pid_m * BLOCK_M + ROW0 + gl.arange(0, SUB_M, layout=rows)
+        offs_m1 = offs_m0 + SUB_M
+        m_mask0 = offs_m0 < M
+        m_mask1 = offs_m1 < M
+        if SCALE == 2:
+            # Block scales: scale_a[m, kb] for this warpgroup's rows, scale_b[n // 128, kb] for the tile (BLOCK_N is
+            # 128 and tiles start on weight-block edges: one value a step). Row pointers once a tile.
+            sa_rows0 = sa_ptr + offs_m0.to(gl.int64) * stride_sam
+            sa_rows1 = sa_ptr + offs_m1.to(gl.int64) * stride_sam
+            sb_tile = sb_ptr + ((pid_n * BLOCK_N) // 128) * stride_sbn
+        acc0 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+        acc1 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+        # Block scales: the 256-row tile loads the next K step's scales a step ahead (s30, H100: 1.75-1.87x loading
+        # them in the step, whose global-load latency sat between a wgmma and its promotion); the 128-row tile,
+        # measured the other way (0.89-1.0x), loads them in the step.
+        AHEAD: gl.constexpr = SCALE == 2 and TWO
+        if AHEAD:  # the first step's scales, copied into this warpgroup's slot
+            sb_rows = sb_tile + gl.zeros([SUB_M], gl.int32, rows)
+            any_k = k_tiles > 0
+            async_copy.async_copy_global_to_shared(sc_a0, sa_rows0, mask=m_mask0 & any_k)
+            async_copy.async_copy_global_to_shared(sc_a1, sa_rows1, mask=m_mask1 & any_k)
+            async_copy.async_copy_global_to_shared(sc_b, sb_rows, mask=(offs_m0 >= 0) & any_k)
+            async_copy.commit_group()
+        for ki in range(k_tiles):
+            s = count % STAGES
+            if AHEAD:
+                more = ki + 1 < k_tiles
+            elif SCALE == 2:  # (issued before the waits, so their latency hides behind them)
+                sb_k = gl.load(sb_tile + ki * stride_sbk)
+                s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
+            mbarrier.wait(ready.index(s), (count // STAGES) & 1)
+            a_tile = a_bufs.index(s)
+            b_t = b_bufs.index(s).permute((1, 0))
+            # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
+            part = warpgroup_mma(a_tile.slice(ROW0, SUB_M), b_t, part, use_acc=False, is_async=True)
+            part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+            if AHEAD:
+                async_copy.wait_group(0)
+                sb_k = sc_b.load(rows)
+                s1 = sc_a1.load(rows) * sb_k
+                acc0 = acc0 + part * (sc_a0.load(rows) * sb_k)[:, None]
+            elif SCALE == 2:
+                acc0 = acc0 + part * s0[:, None]
+            else:
+                acc0 = acc0 + part
+            if TWO:
+                part = warpgroup_mma(a_tile.slice(ROW0 + SUB_M, SUB_M), b_t, part, use_acc=False, is_async=True)
+                part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
+            mbarrier.arrive(empty.index(s), count=1)
+            if TWO:
+                if SCALE == 2:
+                    acc1 = acc1 + part * s1[:, None]
+                else:
+                    acc1 = acc1 + part
+            if AHEAD:  # the next step's, into the same slot (each thread reads back only what it copied)
+                async_copy.async_copy_global_to_shared(sc_a0, sa_rows0 + (ki + 1) * stride_sak,
+                                                       mask=m_mask0 & more)
+                async_copy.async_copy_global_to_shared(sc_a1, sa_rows1 + (ki + 1) * stride_sak,
+                                                       mask=m_mask1 & more)
+                async_copy.async_copy_global_to_shared(sc_b, sb_rows + (ki + 1) * stride_sbk, mask=more)
+                async_copy.commit_group()
+            count += 1
+        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
+        c_buf = c_bufs.index(HALF)
+        row0 = pid_m * BLOCK_M + ROW0
+        _store_rows(acc0, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, pid_n * BLOCK_N, offs_m0, offs_n, M, N,
+                    stride_sam, stride_sbn, SCALE, HAS_BIAS)
+        if TWO:
+            _store_rows(acc1, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0 + SUB_M, pid_n * BLOCK_N, offs_m1, offs_n,
+                        M, N, stride_sam, stride_sbn, SCALE, HAS_BIAS)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                         stride_sam, stride_sak, stride_sbn, stride_sbk,
+                         SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
+                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    gl.static_assert(BLOCK_M == 4 * SUB_M or BLOCK_M == 2 * SUB_M, "two warpgroups of one or two 64-row wgmmas")
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup
+    # Block scales: each MMA warpgroup's next-step scales (its two row halves' scale_a and the tile's scale_b),
+    # copied asynchronously by the warpgroup itself one step ahead.
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    sc0 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
+           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
+    sc1 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
+           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
+    gl.warp_specialize([
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc0[0], sc0[1], sc0[2], sa_ptr, sb_ptr,
+                          bias_ptr, M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS,
+                          GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc1[0], sc1[1], sc1[2], sa_ptr, sb_ptr,
+                          bias_ptr, M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS,
+                          GROUP_M)),
+        (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
+    ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])
