@@ -1,9 +1,8 @@
-"""Diagnostic (s31): is the block-scaled Gluon GEMM's gap to row scales the latency of its per-step scale loads?
-Times the block kernel as shipped beside a copy whose scale loads read step 0's address every step (the same
-instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, timing only), a candidate whose MMA
-warpgroups copy the next step's scales into shared memory with cp.async (kernel_ws_cpasync.py: no register waits
-on global loads between the wgmmas; compared bitwise with the shipped kernel), and the row-scaled kernel on the
-same tiles. Graph timings over weight copies (graph_cases.py); prints a table, writes JSON.
+"""Diagnostic (s31): the block-scaled Gluon GEMM's scales through shared memory (kernel_ws.py: each MMA warpgroup
+copies the next step's scales with cp.async) against s30's scales loaded a step ahead into registers
+(kernel_ws_s30.py, the same arithmetic: compared bitwise), s30's with its scale loads reading step 0's address
+every step (the same instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, a latency probe), and
+the row-scaled kernel on the same tiles. Graph timings over weight copies (graph_cases.py); prints a table last.
 
   python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15]
 """
@@ -28,7 +27,9 @@ import ridgeline.ops.scaled_mm.kernel_ws as shipped  # noqa: E402
 from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import WS_TILE_128, WS_TILE_BLOCK  # noqa: E402
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (2048, 4096, 4096)]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (2048, 4096, 4096), (512, 6144, 4096),
+          (300, 28672, 4096)]
+S30 = Path(__file__).with_name("kernel_ws_s30.py")
 
 
 def _load(path: Path, name: str):
@@ -38,8 +39,8 @@ def _load(path: Path, name: str):
     return mod._scaled_mm_ws_kernel
 
 
-def _l1_variant():
-    src = Path(shipped.__file__).read_text()
+def _l1_probe():
+    src = S30.read_text()
     for step in ("(ki + 1) * stride_sbk", "(ki + 1) * stride_sak", "ki * stride_sbk", "ki * stride_sak"):
         assert step in src, step
         src = src.replace(step, "0")
@@ -53,8 +54,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.15)
     args = ap.parse_args()
-    real, l1 = shipped._scaled_mm_ws_kernel, _l1_variant()
-    cp = _load(Path(__file__).with_name("kernel_ws_cpasync.py"), "kernel_ws_cpasync")
+    real, s30, l1 = shipped._scaled_mm_ws_kernel, _load(S30, "kernel_ws_s30"), _l1_probe()
 
     def with_kernel(kernel, fn):
         def call():
@@ -65,6 +65,8 @@ def main() -> int:
                 shipped._scaled_mm_ws_kernel = real
         return call
 
+    s30_256 = replace(WS_TILE_BLOCK, ws_regs=(232, 40))  # the s30 rule's tile
+
     def cases(m, n, k):
         copies = max(2, -(-256 * 2**20 // (n * k)))
         a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
@@ -72,21 +74,21 @@ def main() -> int:
         kb, nb = -(-k // 128), -(-n // 128)
         sa_blk, sb_blk = torch.rand(m, kb, device="cuda") + 0.5, torch.rand(nb, kb, device="cuda") + 0.5
         sa_row, sb_row = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
-        out = {}
+
+        def blk(cfg, kernel=None):
+            calls = [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=cfg) for b in bs]
+            return [with_kernel(kernel, c) for c in calls] if kernel is not None else calls
+
+        out = {"block 256 cp.async": blk(WS_TILE_BLOCK), "block 256 s30": blk(s30_256, s30),
+               "block 256 s30 scales from L1": blk(s30_256, l1), "block 128 cp.async": blk(WS_TILE_128),
+               "block 128 s30": blk(WS_TILE_128, s30)}
         for name, cfg in (("256", WS_TILE_BLOCK), ("128", WS_TILE_128)):
             out[f"row {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_row, sb_row, cfg=c) for b in bs]
-            out[f"block {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=c) for b in bs]
-            out[f"block {name} scales from L1"] = [
-                with_kernel(l1, lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=c)) for b in bs]
-        r224 = replace(WS_TILE_BLOCK, ws_regs=(224, 56))
-        out["block 256 r224/56"] = [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=r224) for b in bs]
-        out["block 256 cp.async r224/56"] = [
-            with_kernel(cp, lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=r224)) for b in bs]
-        return out, out["block 256"][0]()
+        return out, out["block 256 cp.async"][0]()
 
     rows = run_shapes(SHAPES, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, torch.equal,
                       lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
-                      peers=("row 256", "row 128", "block 256 scales from L1", "block 128 scales from L1"))
+                      peers=("row 256", "row 128", "block 256 s30 scales from L1"))
     args.json.write_text(json.dumps({"rows": rows}, indent=1))
     return 0
 

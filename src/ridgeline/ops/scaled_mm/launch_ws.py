@@ -81,7 +81,7 @@ def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, b
                      regs: tuple[int, int] = (232, 40), block_n: int = 128) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
-    warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
+    warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers; LDGSTS: cp.async, the block scales)."""
     from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
 
@@ -94,4 +94,4 @@ def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, b
     consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": regs[0],
               "LOAD_REGS": regs[1]}
     return compile_sm90(_scaled_mm_ws_kernel, types, consts, 4, LAUNCH_REGS,
-                        ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS"))
+                        ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS", "LDGSTS"))

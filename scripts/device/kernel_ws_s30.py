@@ -1,5 +1,5 @@
-"""(s31 candidate for scripts/device/diag_fp8_block.py) The FP8 scaled GEMM for Hopper with warp specialization,
-in Gluon (Triton's explicit-layout language).
+"""(The s30 kernel, kept for scripts/device/diag_fp8_block.py: block scales loaded a step ahead into registers.)
+The FP8 scaled GEMM for Hopper with warp specialization, in Gluon (Triton's explicit-layout language).
 
 Why a second kernel: the Triton kernel (kernel.py) promotes the tensor core's FP8 partial into the fp32
 accumulator every BLOCK_K, and one instruction stream does it all: it waits for a K step's wgmma, adds the partial,
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -96,7 +95,7 @@ def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m
 
 
 @gluon.jit
-def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc_a0, sc_a1, sc_b, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                    stride_sam, stride_sak, stride_sbn, stride_sbk,
                    HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
@@ -132,17 +131,18 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc_a0, sc_a1, s
         # them in the step, whose global-load latency sat between a wgmma and its promotion); the 128-row tile,
         # measured the other way (0.89-1.0x), loads them in the step.
         AHEAD: gl.constexpr = SCALE == 2 and TWO
-        if AHEAD:  # the first step's scales, copied into this warpgroup's slot
-            sb_rows = sb_tile + gl.zeros([SUB_M], gl.int32, rows)
+        if AHEAD:  # the first step's scales
             any_k = k_tiles > 0
-            async_copy.async_copy_global_to_shared(sc_a0, sa_rows0, mask=m_mask0 & any_k)
-            async_copy.async_copy_global_to_shared(sc_a1, sa_rows1, mask=m_mask1 & any_k)
-            async_copy.async_copy_global_to_shared(sc_b, sb_rows, mask=(offs_m0 >= 0) & any_k)
-            async_copy.commit_group()
+            sb_k = gl.load(sb_tile, mask=any_k, other=0.0)
+            s0 = gl.load(sa_rows0, mask=m_mask0 & any_k, other=0.0) * sb_k
+            s1 = gl.load(sa_rows1, mask=m_mask1 & any_k, other=0.0) * sb_k
         for ki in range(k_tiles):
             s = count % STAGES
-            if AHEAD:
+            if AHEAD:  # the next step's: their latency runs under this step's wgmmas
                 more = ki + 1 < k_tiles
+                sb_n = gl.load(sb_tile + (ki + 1) * stride_sbk, mask=more, other=0.0)
+                n0 = gl.load(sa_rows0 + (ki + 1) * stride_sak, mask=m_mask0 & more, other=0.0) * sb_n
+                n1 = gl.load(sa_rows1 + (ki + 1) * stride_sak, mask=m_mask1 & more, other=0.0) * sb_n
             elif SCALE == 2:  # (issued before the waits, so their latency hides behind them)
                 sb_k = gl.load(sb_tile + ki * stride_sbk)
                 s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
@@ -152,12 +152,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc_a0, sc_a1, s
             # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
             part = warpgroup_mma(a_tile.slice(ROW0, SUB_M), b_t, part, use_acc=False, is_async=True)
             part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-            if AHEAD:
-                async_copy.wait_group(0)
-                sb_k = sc_b.load(rows)
-                s1 = sc_a1.load(rows) * sb_k
-                acc0 = acc0 + part * (sc_a0.load(rows) * sb_k)[:, None]
-            elif SCALE == 2:
+            if SCALE == 2:
                 acc0 = acc0 + part * s0[:, None]
             else:
                 acc0 = acc0 + part
@@ -170,13 +165,9 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc_a0, sc_a1, s
                     acc1 = acc1 + part * s1[:, None]
                 else:
                     acc1 = acc1 + part
-            if AHEAD:  # the next step's, into the same slot (each thread reads back only what it copied)
-                async_copy.async_copy_global_to_shared(sc_a0, sa_rows0 + (ki + 1) * stride_sak,
-                                                       mask=m_mask0 & more)
-                async_copy.async_copy_global_to_shared(sc_a1, sa_rows1 + (ki + 1) * stride_sak,
-                                                       mask=m_mask1 & more)
-                async_copy.async_copy_global_to_shared(sc_b, sb_rows + (ki + 1) * stride_sbk, mask=more)
-                async_copy.commit_group()
+            if AHEAD:
+                s0 = n0
+                s1 = n1
             count += 1
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
         c_buf = c_bufs.index(HALF)
@@ -201,24 +192,15 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup
-    # Block scales: each MMA warpgroup's next-step scales (its two row halves' scale_a and the tile's scale_b),
-    # copied asynchronously by the warpgroup itself one step ahead.
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
-    sc0 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
-           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
-    sc1 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
-           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc0[0], sc0[1], sc0[2], sa_ptr, sb_ptr,
-                          bias_ptr, M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS,
-                          GROUP_M)),
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc1[0], sc1[1], sc1[2], sa_ptr, sb_ptr,
-                          bias_ptr, M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS,
-                          GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M)),
         (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])
