@@ -121,7 +121,7 @@ def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
     the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
     It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
-    (h100-fp8-ws-s30.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
+    (h100-fp8-ws-s30-s31.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
     640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
     def waves(rows: int) -> int:
         return _cdiv(_cdiv(c.m, rows) * _cdiv(c.n, cfg.block_n), c.sms)
@@ -131,7 +131,7 @@ def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
 
 def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     """Block scales: the Gluon kernel's 128-row tile where it computes fewer padded rows than the 256-row one
-    (M rounded up to 128 below M rounded up to 256), to 1023 rows. s30 on an H100 (h100-fp8-ws-s30.json, runs
+    (M rounded up to 128 below M rounded up to 256), to 1023 rows. s30 on an H100 (h100-fp8-ws-s30-s31.json, runs
     s30q / s30s, the same bits either way): 1.26-1.63x at 300, 384 and 600 rows (300x28672x4096 111 against 182
     us), 1.26x at 65; the 256-row tile 1.04-1.12x where the padding is equal (200, 256, 400 rows), level at 512 and
     768, and 1.10-1.11x from 1024 rows (8192^3, 1024x28672x4096), where its better efficiency outweighs a last tile
@@ -156,12 +156,12 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
 
 def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon 128-row tile at 65-128 rows: halve the N tile (to 32) while the halved tiling still fits one wave
-    of the SMs, with 6 stages once narrowed. The weight's bytes are the cost here and each SM streams its tiles' rows of
-    it: at 128x4096 the 128-wide tiles keep 32 of 132 SMs busy. H100, s31 (fp8-ws-s31b, the same bits: BLOCK_K and
-    the K order are unchanged): 128x4096x14336 30.0 us on 128 tiles of 32 against 41.4 on 32 of 128 (cuBLAS 36.6),
-    128x4096x4096 10.7 against 14.9, 128x6144x4096 13.2 on 96 tiles of 64 against 15.2 (its 192 tiles of 32: 17.8,
-    two waves); 6 stages 1.03-1.07x over 5 on the 64-wide tile. The one loss: 96x8192x8192 on 128 tiles of 64 31.2
-    against 30.5 on 64 of 128."""
+    of the SMs, with 6 stages once narrowed. The weight's bytes are the cost here and each SM streams its tiles'
+    rows of it: at 128x4096 the 128-wide tiles keep 32 of 132 SMs busy. H100, s31 (h100-fp8-ws-s30-s31.json run
+    s31b; the same bits: BLOCK_K and the K order are unchanged): 128x4096x14336 30.0 us on 128 tiles of 32 against
+    41.4 on 32 of 128 (cuBLAS 36.6), 128x4096x4096 10.7 against 14.9, 128x6144x4096 13.2 on 96 tiles of 64 against
+    15.2 (its 192 tiles of 32: 17.8, two waves); 6 stages 1.03-1.07x over 5 on the 64-wide tile. The one loss:
+    96x8192x8192 on 128 tiles of 64 31.2 against 30.5 on 64 of 128."""
     bn = cfg.block_n
     while bn > 32 and _cdiv(c.m, cfg.block_m) * _cdiv(c.n, bn // 2) <= c.sms:
         bn //= 2
@@ -194,7 +194,7 @@ GEMM_RULES: tuple[Rule, ...] = (
          "(1.09x the old rule at M = 16, 1.53x at M = 64 with the wider N tiles)", max_m=64, modes=("block",),
          adjust=fill_the_gpu),
     # The warp-specialized kernel (kernel_ws.py) where it can run, block scales from 65 rows (measured on an H100 in
-    # s30, h100-fp8-ws-s30.json: graph timings over weight copies, the same bits as the rules' tiles). Large M (run
+    # s30, h100-fp8-ws-s30-s31.json: graph timings over weight copies, the same bits as the rules' tiles). Large M (run
     # s30k): the 256-row tile with each K step's scales loaded a step ahead, 4 stages, 1.75-1.87x it without (s24's
     # rule) and 2.1-2.9x the deferred 128x128 Triton tile (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs
     # 2264, 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4.
@@ -221,10 +221,11 @@ GEMM_RULES: tuple[Rule, ...] = (
          "deep pipeline, pointer loads (1.09-1.91x TMA, s23)", max_m=32, adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
          "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
-    # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-mid-s30.json, the same bits):
-    # 1.07-1.23x the Triton rule below at all six timed shapes (128x4096x14336 41.4 vs 46.9 us, 96x8192x8192 29.8
-    # vs 36.7, 65x6144x4096 16.0 vs 20.5), 0.89-1.00x torch._scaled_mm; 4 stages 1.00-1.08x slower at 5 of 6.
-    # Narrower N tiles where the 128-wide ones leave SMs idle (`narrow_to_one_wave`, H100 s31, fp8-ws-s31b).
+    # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-s30-s31.json run s30o, the
+    # same bits): 1.07-1.23x the Triton rule below at all six timed shapes (128x4096x14336 41.4 vs 46.9 us,
+    # 96x8192x8192 29.8 vs 36.7, 65x6144x4096 16.0 vs 20.5), 0.89-1.00x torch._scaled_mm; 4 stages 1.00-1.08x slower
+    # at 5 of 6.
+    # Narrower N tiles where the 128-wide ones leave SMs idle (`narrow_to_one_wave`, H100 s31, run s31b there).
     Rule(replace(WS_TILE_128, num_stages=5), "65-128 rows, sm_90: the warp-specialized kernel's 128-row tile, 5 "
          "stages (1.07-1.23x the Triton tile, H100 s30); N tiles of 64 / 32 over 6 stages while they fit one wave "
          "(1.15-1.39x, s31)", max_m=128, ws=True, adjust=narrow_to_one_wave),
