@@ -4,7 +4,7 @@ copies the next step's scales with cp.async) against s30's scales loaded a step 
 every step (the same instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, a latency probe), and
 the row-scaled kernel on the same tiles. Graph timings over weight copies (graph_cases.py); prints a table last.
 
-  python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15]
+  python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15] [--shapes MxNxK,...]
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.15)
+    ap.add_argument("--shapes", default="", help="MxNxK,... instead of the built-in shapes")
     args = ap.parse_args()
+    shapes = [tuple(int(v) for v in t.split("x")) for t in args.shapes.split(",") if t] or SHAPES
     real, s30, l1 = shipped._scaled_mm_ws_kernel, _load(S30, "kernel_ws_s30"), _l1_probe()
 
     def with_kernel(kernel, fn):
@@ -86,7 +88,7 @@ def main() -> int:
             out[f"row {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_row, sb_row, cfg=c) for b in bs]
         return out, out["block 256 cp.async"][0]()
 
-    rows = run_shapes(SHAPES, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, torch.equal,
+    rows = run_shapes(shapes, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, torch.equal,
                       lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
                       peers=("row 256", "row 128", "block 256 s30 scales from L1"))
     args.json.write_text(json.dumps({"rows": rows}, indent=1))
