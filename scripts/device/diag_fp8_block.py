@@ -1,8 +1,9 @@
-"""Diagnostic (s31): the block-scaled Gluon GEMM's scales through shared memory (kernel_ws.py: each MMA warpgroup
-copies the next step's scales with cp.async) against s30's scales loaded a step ahead into registers
-(kernel_ws_s30.py, the same arithmetic: compared bitwise), s30's with its scale loads reading step 0's address
-every step (the same instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, a latency probe), and
-the row-scaled kernel on the same tiles. Graph timings over weight copies (graph_cases.py); prints a table last.
+"""Diagnostic (s31): the block-scaled Gluon GEMM's scales through shared memory (the SMEM_SCALES candidate of
+kernel_ws.py: each MMA warpgroup copies the next step's scales with cp.async, 224 / 56 registers) against the
+shipped tiles (the 256-row tile's scales loaded a step ahead into registers, the 128-row tile's in the step; the
+same arithmetic: compared bitwise), the shipped kernel with its scale loads reading step 0's address every step
+(the same instructions, L1 hits instead of L2 / DRAM round trips: wrong numbers, a latency probe), and the
+row-scaled kernel on the same tiles. Graph timings over weight copies (graph_cases.py); prints a table last.
 
   python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15] [--shapes MxNxK,...]
 """
@@ -29,24 +30,20 @@ from ridgeline.ops.scaled_mm.rules import WS_TILE_128, WS_TILE_BLOCK  # noqa: E4
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (2048, 4096, 4096), (512, 6144, 4096),
           (300, 28672, 4096)]
-S30 = Path(__file__).with_name("kernel_ws_s30.py")
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod._scaled_mm_ws_kernel
 
 
 def _l1_probe():
-    src = S30.read_text()
+    """The shipped kernel with every scale load at step 0's address (a copy compiled from an edited source)."""
+    src = Path(shipped.__file__).read_text()
     for step in ("(ki + 1) * stride_sbk", "(ki + 1) * stride_sak", "ki * stride_sbk", "ki * stride_sak"):
         assert step in src, step
         src = src.replace(step, "0")
     path = Path(tempfile.mkdtemp()) / "kernel_ws_l1.py"
     path.write_text(src)
-    return _load(path, "kernel_ws_l1")
+    spec = importlib.util.spec_from_file_location("kernel_ws_l1", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod._scaled_mm_ws_kernel
 
 
 def main() -> int:
@@ -56,7 +53,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="", help="MxNxK,... instead of the built-in shapes")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in t.split("x")) for t in args.shapes.split(",") if t] or SHAPES
-    real, s30, l1 = shipped._scaled_mm_ws_kernel, _load(S30, "kernel_ws_s30"), _l1_probe()
+    real, l1 = shipped._scaled_mm_ws_kernel, _l1_probe()
 
     def with_kernel(kernel, fn):
         def call():
@@ -67,7 +64,8 @@ def main() -> int:
                 shipped._scaled_mm_ws_kernel = real
         return call
 
-    s30_256 = replace(WS_TILE_BLOCK, ws_regs=(232, 40))  # the s30 rule's tile
+    smem_256 = replace(WS_TILE_BLOCK, ws_regs=(224, 56), smem_scales=True)
+    smem_128 = replace(WS_TILE_128, smem_scales=True)
 
     def cases(m, n, k):
         copies = max(2, -(-256 * 2**20 // (n * k)))
@@ -81,16 +79,16 @@ def main() -> int:
             calls = [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=cfg) for b in bs]
             return [with_kernel(kernel, c) for c in calls] if kernel is not None else calls
 
-        out = {"block 256 cp.async": blk(WS_TILE_BLOCK), "block 256 s30": blk(s30_256, s30),
-               "block 256 s30 scales from L1": blk(s30_256, l1), "block 128 cp.async": blk(WS_TILE_128),
-               "block 128 s30": blk(WS_TILE_128, s30)}
+        out = {"block 256 (rule)": blk(WS_TILE_BLOCK), "block 256 smem-scales r224/56": blk(smem_256),
+               "block 256 scales from L1": blk(WS_TILE_BLOCK, l1), "block 128": blk(WS_TILE_128),
+               "block 128 smem-scales": blk(smem_128)}
         for name, cfg in (("256", WS_TILE_BLOCK), ("128", WS_TILE_128)):
             out[f"row {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_row, sb_row, cfg=c) for b in bs]
-        return out, out["block 256 cp.async"][0]()
+        return out, out["block 256 (rule)"][0]()
 
     rows = run_shapes(shapes, cases, args.json.with_name(args.json.stem + "-rows.json"), args.budget_s, torch.equal,
                       lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6},
-                      peers=("row 256", "row 128", "block 256 s30 scales from L1"))
+                      peers=("row 256", "row 128", "block 256 scales from L1"))
     args.json.write_text(json.dumps({"rows": rows}, indent=1))
     return 0
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from gluon_aot_child import compile_in_child
-from ridgeline.ops.scaled_mm.rules import WS_TILE_BLOCK
 
 
 @pytest.mark.slow
@@ -32,8 +31,8 @@ def test_ws_kernel_compiles_for_sm90(triton_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
 def test_ws_kernel_128_rows_compiles_without_spills(triton_path):
-    """128-row tiles: one 64-row wgmma a warpgroup, so one partial and one accumulator live: no spills in either
-    mode at the default register split."""
+    """128-row tiles: one 64-row wgmma a warpgroup, so one partial and one accumulator live; block scales (whose
+    256-row tile spills inside its K loop) fit the registers."""
     results = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
                                "[compile_for_sm90(s, 4, False, 128) for s in (1, 2)]", triton_path)
     for mode, r in zip(("row", "block"), results):
@@ -44,12 +43,11 @@ def test_ws_kernel_128_rows_compiles_without_spills(triton_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
-def test_ws_block_rule_tile_compiles_without_spills(triton_path):
-    """The block-scale rule's 256-row tile (4 stages, 224 / 56 registers): its scales reach shared memory by cp.async
-    (LDGSTS), its K loop keeps every register, and stages, scale slots and output buffers fit 227 KB."""
-    assert (WS_TILE_BLOCK.block_m, WS_TILE_BLOCK.num_stages, WS_TILE_BLOCK.ws_regs) == (256, 4, (224, 56))
-    (r,) = compile_in_child("ridgeline.ops.scaled_mm.launch_ws", "[compile_for_sm90(2, 4, False, 256, (224, 56))]",
-                            triton_path)
+def test_ws_smem_scales_candidate_compiles_without_spills(triton_path):
+    """The block-scale candidate (s31: scales through shared memory by cp.async, LDGSTS) on the 256-row tile at 4
+    stages and 224 / 56 registers: no spills, and stages, scale slots and output buffers fit 227 KB."""
+    (r,) = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
+                            "[compile_for_sm90(2, 4, False, 256, (224, 56), smem_scales=True)]", triton_path)
     assert r["shared"] <= 227 * 1024, r
     assert r["sass"]["QGMMA"] >= 8 and r["sass"]["LDGSTS"] >= 2, r["sass"]
     assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, r

@@ -25,6 +25,8 @@ TRITON = TileConfig(256, 128, 128, 8, 8, 4)
 WS = replace(TRITON, warp_specialized=True)
 WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
 WS128_N64, WS128_N32 = replace(WS128, block_n=64, num_stages=6), replace(WS128, block_n=32, num_stages=6)  # (s31)
+WS_SMEM = replace(WS, ws_regs=(224, 56), smem_scales=True)  # the s31 block-scale candidate (no rule takes it yet)
+WS128_SMEM = replace(WS128, smem_scales=True)
 
 
 def _inputs(shape, variant, seed=0):
@@ -37,8 +39,10 @@ def _run(inputs, cfg):
 
 
 # Block scales take 128-column tiles only (one weight block a tile); the narrow tiles run tensor and row scales.
+# (The smem-scales candidate changes block scales only; in the other modes it is the plain tile, tested again.)
 MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
-              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"))
+              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"),
+                                 (WS_SMEM, "256-smem-scales"), (WS128_SMEM, "128-smem-scales"))
               if mode != "block" or tile.block_n == 128]
 
 
