@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from graph_cases import run_shapes  # noqa: E402  (this folder)
 
 from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
+from ridgeline.ops.scaled_mm.launch_ws import ws_tile  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import TileConfig, config_for  # noqa: E402
 
 ROW_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 4096), (1024, 28672, 4096),
@@ -98,7 +99,7 @@ def _cases(mode: str, m: int, n: int, k: int, sms: int, ws: list[TileConfig]) ->
         if same != rule:
             cases[f"triton {same.describe()}"] = over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=same))
     for cfg in ws:
-        if mode == "block" and cfg.block_n != 128:
+        if not ws_tile(cfg, mode):  # (block scales: 128-column tiles only)
             continue
         cases[cfg.describe()] = over(lambda b, cfg=cfg: launch_scaled_mm(a, b, sa, sb, cfg=cfg))
     return cases, launch_scaled_mm(a, bs[0], sa, sb, cfg=rule)
@@ -117,7 +118,7 @@ def main() -> int:
     checks = []
     for mode in args.modes.split(","):
         for cfg in (ws if args.ws else (WS[0], WS[3])):
-            if mode == "block" and cfg.block_n != 128:
+            if not ws_tile(cfg, mode):
                 continue
             try:
                 checks.append(_reference_check(mode, cfg))

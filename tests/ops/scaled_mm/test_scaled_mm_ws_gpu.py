@@ -38,12 +38,12 @@ def _run(inputs, cfg):
                             inputs["bias"], cfg=cfg)
 
 
-# Block scales take 128-column tiles only (one weight block a tile); the narrow tiles run tensor and row scales.
-# (The smem-scales candidate changes block scales only; in the other modes it is the plain tile, tested again.)
+# Block scales take 128-column tiles only (one weight block a tile); the narrow tiles run tensor and row scales,
+# the smem-scales candidate (which changes block scales only) block scales.
 MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
               for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"),
                                  (WS_SMEM, "256-smem-scales"), (WS128_SMEM, "128-smem-scales"))
-              if mode != "block" or tile.block_n == 128]
+              if (tile.block_n == 128 if mode == "block" else not tile.smem_scales)]
 
 
 @needs_sm90

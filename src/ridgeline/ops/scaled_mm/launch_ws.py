@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ridgeline.lib.launch import interpreter_enabled
-from ridgeline.ops.scaled_mm.rules import TileConfig
+from ridgeline.ops.scaled_mm.rules import WS_REGS, TileConfig
 
 # Registers a thread: the kernel starts at LAUNCH_REGS in all 12 warps (3 warpgroups x 4 x 32 threads x 168 fill
 # the H200's 64K registers of an SM); the load warp's warpgroup then gives its registers to the two MMA ones, by
@@ -79,7 +79,7 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
 
 
 def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256,
-                     regs: tuple[int, int] = (232, 40), block_n: int = 128, smem_scales: bool = False) -> dict:
+                     regs: tuple[int, int] = WS_REGS, block_n: int = 128, smem_scales: bool = False) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
     warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers; LDGSTS: cp.async, the block scales)."""

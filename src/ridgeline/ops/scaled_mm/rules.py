@@ -29,6 +29,10 @@ _INTERPRETED = interpreter_enabled()
 MODES = ("tensor", "row", "block")
 
 
+# The Gluon kernel's registers a thread by default: 232 to each MMA warpgroup, 40 to the load warp's warpgroup.
+WS_REGS = (232, 40)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """One GEMM launch: output tiles of block_m x block_n, K steps of block_k, grouped order over group_m row
@@ -47,7 +51,7 @@ class TileConfig:
     warp_specialized: bool = False
     # Its registers a thread after the hand-over: (MMA warpgroups, load warp's warpgroup); 2 x 128 x mma + 128 x
     # load must fit an SM's 64K. ptxas places the spills by this split, not by the MMA side alone (rules below).
-    ws_regs: tuple[int, int] = (232, 40)
+    ws_regs: tuple[int, int] = WS_REGS
     # Its block scales through shared memory by cp.async (kernel_ws.py's SMEM_SCALES): a candidate for the tuning
     # driver, which no rule takes until it is timed.
     smem_scales: bool = False
@@ -73,7 +77,7 @@ class TileConfig:
 
     def describe(self) -> str:
         load = "tma" if self.use_tma else "ptr"
-        regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != (232, 40) else ""
+        regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != WS_REGS else ""
         regs += " smem-scales" if self.smem_scales else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
