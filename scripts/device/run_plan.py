@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="limit of a step that names none (seconds)")
     ap.add_argument("--deadline", type=float, default=None,
                     help="wall seconds for the whole plan: each step is capped to what is left, and steps that would "
-                         "get under 20 s are skipped (rc 125), so the summary is always written")
+                         "get under --min-step seconds are skipped (rc 125), so the summary is always written")
+    ap.add_argument("--min-step", type=float, default=20.0,
+                    help="with --deadline: the fewest seconds a step may be given (default 20)")
     ap.add_argument("--pack", metavar="NAME",
                     help="after the steps, move every file under the output folder but summary.txt into NAME.tgz "
                          "(the device tool brings back at most 8 files)")
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, step in enumerate(steps, 1):
         if a.deadline is not None:
             left = a.deadline - (time.monotonic() - start) - 5
-            if left < 20:
+            if left < a.min_step:
                 print(f"[{i}/{len(steps)}] {step.name}: skipped, {max(left, 0):.0f} s left of the deadline", flush=True)
                 rows.append((step.name, 125, 0.0, None))
                 continue

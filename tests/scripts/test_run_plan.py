@@ -94,11 +94,11 @@ def test_a_malformed_plan_line_is_refused(tmp_path):
 def test_the_deadline_caps_steps_and_skips_what_cannot_run(tmp_path):
     plan = tmp_path / "late.txt"
     plan.write_text("long: sleep 60\nafter: echo after\n")
-    r = run(plan, "--no-install", "--deadline", "27", "--out", tmp_path / "o")
+    r = run(plan, "--no-install", "--deadline", "9", "--min-step", "3", "--out", tmp_path / "o")
     summary = (tmp_path / "o" / "summary.txt").read_text()
     rows = {ln.split()[0]: ln.split()[1] for ln in summary.splitlines()[3:]}
     assert r.returncode == 1 and rows == {"long": "124", "after": "125"}, summary
-    assert "skipped: deadline" in summary and "killed after 22 s" in (tmp_path / "o" / "01-long.log").read_text()
+    assert "skipped: deadline" in summary and "killed after 4 s" in (tmp_path / "o" / "01-long.log").read_text()
 
 
 def test_pack_moves_the_outputs_into_one_tarball(tmp_path):
