@@ -30,9 +30,9 @@ def test_the_warp_specialized_kernel_where_it_can_run(mode):
     first = 65  # every mode from 65 rows (s30)
     for m in (first, 1024, 16384):
         cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
-        # at 65 rows the 128-row tile (s30: 1.07-1.26x the Triton tiles at 65-128 rows), 32 columns wide in row and
-        # tensor modes (s31: 128 tiles of 128x32 fit one wave of 132 SMs)
-        rows, cols = (128, 128 if mode == "block" else 32) if m == first else (256, 128)
+        # at 65 rows the 128-row tile (s30: 1.07-1.26x the Triton tiles at 65-128 rows), 32 columns wide (s31, block
+        # scales s32: 128 tiles of 128x32 fit one wave of 132 SMs)
+        rows, cols = (128, 32) if m == first else (256, 128)
         assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (rows, cols, 128), (m, cfg)
         # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
         assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
@@ -44,8 +44,7 @@ def test_the_warp_specialized_kernel_where_it_can_run(mode):
 
 
 def test_mid_m_narrows_the_gluon_tile_to_one_wave():
-    """65-128 rows (s31): N tiles of 64 / 32 while the narrower tiling fits one wave of the SMs; block scales keep
-    128 (one weight block a tile)."""
+    """65-128 rows (s31, block scales s32): N tiles of 64 / 32 while the narrower tiling fits one wave of the SMs."""
     def tile(m, n, mode="row", sms=132):
         cfg = config_for(m, n, 4096, mode, sms, interpreted=False, ws=True)
         assert cfg.warp_specialized and cfg.block_m == 128
@@ -57,7 +56,10 @@ def test_mid_m_narrows_the_gluon_tile_to_one_wave():
     assert tile(128, 10240) == (128, 5)  # 80 tiles; 64 would take 160
     assert tile(128, 28672) == (128, 5)
     assert tile(128, 4096, sms=78) == (64, 6)  # a smaller GPU: 64 tiles fit, 128 do not
-    assert tile(128, 4096, "block") == (128, 4)
+    assert tile(128, 4096, "block") == (32, 6)  # inside one 128-column weight block: one scale_b a step
+    assert tile(96, 6144, "block") == (64, 6)
+    assert tile(128, 28672, "block") == (128, 4)
+    assert config_for(300, 4096, 4096, "block", interpreted=False, ws=True).block_n == 128  # 3 x 32 tiles: no
 
 
 def test_block_rules_keep_k_steps_in_one_scale_group():

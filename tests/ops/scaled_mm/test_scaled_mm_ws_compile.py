@@ -43,11 +43,12 @@ def test_ws_kernel_128_rows_compiles_without_spills(triton_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("triton_path", ["this", "oldest"])
-def test_ws_smem_scales_candidate_compiles_without_spills(triton_path):
-    """The block-scale candidate (s31: scales through shared memory by cp.async, LDGSTS) on the 256-row tile at 4
-    stages and 224 / 56 registers: no spills, and stages, scale slots and output buffers fit 227 KB."""
-    (r,) = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
-                            "[compile_for_sm90(2, 4, False, 256, (224, 56), smem_scales=True)]", triton_path)
-    assert r["shared"] <= 227 * 1024, r
-    assert r["sass"]["QGMMA"] >= 8 and r["sass"]["LDGSTS"] >= 2, r["sass"]
-    assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, r
+def test_ws_kernel_narrow_tiles_compile_without_spills(triton_path):
+    """The 128-row tile's N tiles of 64 and 32 (65-128 rows, 6 stages) in row and block mode."""
+    results = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
+                               "[compile_for_sm90(s, 6, False, 128, block_n=n) for s in (1, 2) for n in (64, 32)]",
+                               triton_path)
+    for name, r in zip(("row-64", "row-32", "block-64", "block-32"), results):
+        assert r["shared"] <= 227 * 1024, (name, r)
+        assert r["sass"]["QGMMA"] >= 4 and r["sass"]["UTMASTG"] >= 1, (name, r["sass"])
+        assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)

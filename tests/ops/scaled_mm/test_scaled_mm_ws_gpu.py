@@ -25,8 +25,6 @@ TRITON = TileConfig(256, 128, 128, 8, 8, 4)
 WS = replace(TRITON, warp_specialized=True)
 WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
 WS128_N64, WS128_N32 = replace(WS128, block_n=64, num_stages=6), replace(WS128, block_n=32, num_stages=6)  # (s31)
-WS_SMEM = replace(WS, ws_regs=(224, 56), smem_scales=True)  # the s31 block-scale candidate (no rule takes it yet)
-WS128_SMEM = replace(WS128, smem_scales=True)
 
 
 def _inputs(shape, variant, seed=0):
@@ -38,12 +36,8 @@ def _run(inputs, cfg):
                             inputs["bias"], cfg=cfg)
 
 
-# Block scales take 128-column tiles only (one weight block a tile); the narrow tiles run tensor and row scales,
-# the smem-scales candidate (which changes block scales only) block scales.
 MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
-              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"),
-                                 (WS_SMEM, "256-smem-scales"), (WS128_SMEM, "128-smem-scales"))
-              if (tile.block_n == 128 if mode == "block" else not tile.smem_scales)]
+              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"))]
 
 
 @needs_sm90
@@ -84,8 +78,8 @@ def test_ws_gives_the_triton_kernels_bits(mode, shape):
     whichever tile."""
     inputs = _inputs(shape, mode, seed=1)
     want = _run(inputs, TRITON)
-    assert torch.equal(_run(inputs, WS), want)
-    assert torch.equal(_run(inputs, WS128), want)
+    for tile in (WS, WS128, WS128_N64, WS128_N32):
+        assert torch.equal(_run(inputs, tile), want), tile.describe()
 
 
 @needs_sm90
@@ -106,7 +100,7 @@ def test_ws_declines_what_it_cannot_take():
     assert not ws_supported(TRITON, a, bf16, "row")  # not asked for
     assert not ws_supported(WS, a, bf16.float(), "row")  # fp32 output: the Triton kernel's
     assert not ws_supported(replace(WS, block_n=256), a, bf16, "block")  # one weight block a tile
-    assert ws_supported(WS128, a, bf16, "block")
+    assert ws_supported(WS128, a, bf16, "block") and ws_supported(WS128_N32, a, bf16, "block")
     assert not ws_supported(replace(WS, block_m=64), a, bf16, "row")
     odd = torch.empty((512, 260), dtype=torch.bfloat16, device="cuda")[:, :250]
     assert not ws_supported(WS, a, odd, "row")  # rows not 16-byte aligned for the TMA store

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -95,10 +94,9 @@ def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m
 
 
 @gluon.jit
-def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                    stride_sam, stride_sak, stride_sbn, stride_sbk,
-                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                   SMEM_SCALES: gl.constexpr):
+                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
@@ -122,38 +120,22 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_
         m_mask1 = offs_m1 < M
         if SCALE == 2:
             # Block scales: scale_a[m, kb] for this warpgroup's rows, scale_b[n // 128, kb] for the tile (BLOCK_N is
-            # 128 and tiles start on weight-block edges: one value a step). Row pointers once a tile.
+            # 32-128 and divides 128, so a tile lies inside one weight block: one value a step). Row pointers once
+            # a tile.
             sa_rows0 = sa_ptr + offs_m0.to(gl.int64) * stride_sam
             sa_rows1 = sa_ptr + offs_m1.to(gl.int64) * stride_sam
             sb_tile = sb_ptr + ((pid_n * BLOCK_N) // 128) * stride_sbn
         acc0 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
         acc1 = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
-        # Block scales, three ways to the same arithmetic (each step's partial times scale_a x scale_b):
-        # - AHEAD (the 256-row tile): the next K step's scales loaded into registers a step ahead (s30, H100:
-        #   1.75-1.87x loading them in the step, whose global-load latency sat between a wgmma and its promotion);
-        # - IN_STEP (the 128-row tile, measured the other way, 0.89-1.0x): loaded in the step, before its waits;
-        # - SMEM (a candidate no rule takes until timed, s31): each warpgroup copies the next step's scale_a rows
-        #   and scale_b (one value broadcast over the rows) into shared memory by cp.async and waits for them only
-        #   after the step's wgmma. In the AHEAD SASS ptxas puts the register moves that wait on those loads
-        #   between a wgmma's instructions; a copy into shared memory leaves no register to wait on. Each thread
-        #   reads back only the elements it copied, so the copies need no barrier to be seen.
-        SMEM: gl.constexpr = SCALE == 2 and SMEM_SCALES
-        AHEAD: gl.constexpr = SCALE == 2 and TWO and not SMEM_SCALES
-        IN_STEP: gl.constexpr = SCALE == 2 and not TWO and not SMEM_SCALES
+        # Block scales: the 256-row tile loads the next K step's scales a step ahead (s30, H100: 1.75-1.87x loading
+        # them in the step, whose global-load latency sat between a wgmma and its promotion); the 128-row tile,
+        # measured the other way (0.89-1.0x), loads them in the step.
+        AHEAD: gl.constexpr = SCALE == 2 and TWO
         if AHEAD:  # the first step's scales
             any_k = k_tiles > 0
             sb_k = gl.load(sb_tile, mask=any_k, other=0.0)
             s0 = gl.load(sa_rows0, mask=m_mask0 & any_k, other=0.0) * sb_k
             s1 = gl.load(sa_rows1, mask=m_mask1 & any_k, other=0.0) * sb_k
-        if SMEM:  # the first step's scales, into this warpgroup's slots
-            sc_a0, sc_a1, sc_b = sc[0], sc[1], sc[2]
-            sb_rows = sb_tile + gl.zeros([SUB_M], gl.int32, rows)
-            any_k = k_tiles > 0
-            async_copy.async_copy_global_to_shared(sc_a0, sa_rows0, mask=m_mask0 & any_k)
-            if TWO:
-                async_copy.async_copy_global_to_shared(sc_a1, sa_rows1, mask=m_mask1 & any_k)
-            async_copy.async_copy_global_to_shared(sc_b, sb_rows, mask=(offs_m0 >= 0) & any_k)
-            async_copy.commit_group()
         for ki in range(k_tiles):
             s = count % STAGES
             if AHEAD:  # the next step's: their latency runs under this step's wgmmas
@@ -161,7 +143,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_
                 sb_n = gl.load(sb_tile + (ki + 1) * stride_sbk, mask=more, other=0.0)
                 n0 = gl.load(sa_rows0 + (ki + 1) * stride_sak, mask=m_mask0 & more, other=0.0) * sb_n
                 n1 = gl.load(sa_rows1 + (ki + 1) * stride_sak, mask=m_mask1 & more, other=0.0) * sb_n
-            if IN_STEP:  # (issued before the waits, so their latency hides behind them)
+            elif SCALE == 2:  # (issued before the waits, so their latency hides behind them)
                 sb_k = gl.load(sb_tile + ki * stride_sbk)
                 s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
@@ -170,12 +152,6 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_
             # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
             part = warpgroup_mma(a_tile.slice(ROW0, SUB_M), b_t, part, use_acc=False, is_async=True)
             part = warpgroup_mma_wait(num_outstanding=0, deps=(part,))
-            if SMEM:
-                async_copy.wait_group(0)
-                sb_k = sc_b.load(rows)
-                if TWO:
-                    s1 = sc_a1.load(rows) * sb_k
-                s0 = sc_a0.load(rows) * sb_k
             if SCALE == 2:
                 acc0 = acc0 + part * s0[:, None]
             else:
@@ -192,14 +168,6 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_
             if AHEAD:
                 s0 = n0
                 s1 = n1
-            if SMEM:  # the next step's scales into the same slots (masked past the last step)
-                more = ki + 1 < k_tiles
-                async_copy.async_copy_global_to_shared(sc_a0, sa_rows0 + (ki + 1) * stride_sak, mask=m_mask0 & more)
-                if TWO:
-                    async_copy.async_copy_global_to_shared(sc_a1, sa_rows1 + (ki + 1) * stride_sak,
-                                                           mask=m_mask1 & more)
-                async_copy.async_copy_global_to_shared(sc_b, sb_rows + (ki + 1) * stride_sbk, mask=more)
-                async_copy.commit_group()
             count += 1
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
         c_buf = c_bufs.index(HALF)
@@ -216,8 +184,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc, sa_ptr, sb_
 def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                          stride_sam, stride_sak, stride_sbn, stride_sbk,
                          SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr,
-                         SMEM_SCALES: gl.constexpr = False):
+                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -225,24 +192,15 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup
-    # The SMEM_SCALES candidate's next-step scales, per MMA warpgroup: scale_a of its two 64-row halves and scale_b
-    # (1.5 KB in all; not allocated where unused).
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
-    sc0 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
-           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
-    sc1 = (gl.allocate_shared_memory(gl.float32, [SUB_M], flat), gl.allocate_shared_memory(gl.float32, [SUB_M], flat),
-           gl.allocate_shared_memory(gl.float32, [SUB_M], flat))
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc0, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M,
-                          SMEM_SCALES)),
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sc1, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M,
-                          SMEM_SCALES)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M)),
         (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

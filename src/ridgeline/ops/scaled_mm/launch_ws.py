@@ -33,9 +33,10 @@ def ws_call(device: torch.device, out_dtype: torch.dtype, n: int) -> bool:
 
 def ws_tile(cfg: TileConfig, mode: str) -> bool:
     """The tile the kernel is written for: asked for by the rules, 256 rows (two warpgroups of two 64-row wgmmas)
-    or 128 (of one), BLOCK_K 128, and a 128-column tile in block mode."""
+    or 128 (of one), BLOCK_K 128, and in block mode N tiles of 32 to 128 columns: inside one 128-column weight
+    block, so one scale_b value a K step."""
     return (cfg.warp_specialized and cfg.block_m in (128, 256) and cfg.block_k == 128
-            and (mode != "block" or cfg.block_n == 128))
+            and (mode != "block" or cfg.block_n in (32, 64, 128)))
 
 
 def ws_supported(cfg: TileConfig, a: torch.Tensor, y: torch.Tensor, mode: str) -> bool:
@@ -74,15 +75,15 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
         _scaled_mm_ws_kernel[(max(1, min(tiles, sms)),)](
             a_desc, b_desc, c_desc, sa, sb, bias if bias is not None else y, m, n, k, sam, sak, sbn, sbk,
             SCALE=scale_code, HAS_BIAS=bias is not None, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
-            MMA_REGS=cfg.ws_regs[0], LOAD_REGS=cfg.ws_regs[1], SMEM_SCALES=cfg.smem_scales, num_warps=4,
+            MMA_REGS=cfg.ws_regs[0], LOAD_REGS=cfg.ws_regs[1], num_warps=4,
             maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256,
-                     regs: tuple[int, int] = WS_REGS, block_n: int = 128, smem_scales: bool = False) -> dict:
+                     regs: tuple[int, int] = WS_REGS, block_n: int = 128) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
-    warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers; LDGSTS: cp.async, the block scales)."""
+    warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers; LDGSTS: cp.async)."""
     from ridgeline.lib.gluon_aot import compile_sm90, nvmma_descriptor
     from ridgeline.ops.scaled_mm.kernel_ws import SUB_M, _scaled_mm_ws_kernel
 
@@ -93,6 +94,6 @@ def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, b
     for name in ("M", "N", "K", "stride_sam", "stride_sak", "stride_sbn", "stride_sbk"):
         types[name] = "i32"
     consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": regs[0],
-              "LOAD_REGS": regs[1], "SMEM_SCALES": smem_scales}
+              "LOAD_REGS": regs[1]}
     return compile_sm90(_scaled_mm_ws_kernel, types, consts, 4, LAUNCH_REGS,
                         ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS", "LDGSTS"))
