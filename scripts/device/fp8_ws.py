@@ -96,7 +96,7 @@ def _cases(mode: str, m: int, n: int, k: int, sms: int, ws: list[TileConfig]) ->
         if same != rule:
             cases[f"triton {same.describe()}"] = over(lambda b: launch_scaled_mm(a, b, sa, sb, cfg=same))
     for cfg in ws:
-        if not ws_tile(cfg, mode):  # (block scales: 128-column tiles only)
+        if not ws_tile(cfg, mode):  # (block scales: tiles inside one 128-column weight block)
             continue
         cases[cfg.describe()] = over(lambda b, cfg=cfg: launch_scaled_mm(a, b, sa, sb, cfg=cfg))
     return cases, launch_scaled_mm(a, bs[0], sa, sb, cfg=rule)
