@@ -52,6 +52,9 @@ class TileConfig:
     # Its registers a thread after the hand-over: (MMA warpgroups, load warp's warpgroup); 2 x 128 x mma + 128 x
     # load must fit an SM's 64K. ptxas places the spills by this split, not by the MMA side alone (rules below).
     ws_regs: tuple[int, int] = WS_REGS
+    # Its block scales copied into each stage by the load warp (kernel_ws.py's LOADER_SCALES; the MMA warpgroups
+    # read them from shared memory): a candidate for the tuning drivers, which no rule takes until it is timed.
+    loader_scales: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -75,6 +78,7 @@ class TileConfig:
     def describe(self) -> str:
         load = "tma" if self.use_tma else "ptr"
         regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != WS_REGS else ""
+        regs += " loader-scales" if self.loader_scales else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
                 f"{' ws' if self.warp_specialized else ''}{regs}")
