@@ -5,10 +5,13 @@ torch.compile(max-autotune) picked there in the s23 audit (64x64x128 s5 w4, 64x1
 Each candidate's first row is compared bitwise with the rule's (batch invariance across the rules needs the same
 bits). Prints a table last and writes every timing to JSON.
 
-  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3] [--set cliffs]
+  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3] [--set cliffs|wide]
 
 --set cliffs: the audit's one-valid-row cells (257, 385, 1281 rows) beside full last rows (320, 448, 1280) on the
 persistent 128x128 tile through TMA (the rule) and through pointer loads, and the 128x128x64 w8 pointer tile.
+--set wide (s33): 65-128 rows against weights wider than 8192, where s23's one run had the 128x128x64 w8 pointer
+tile at 69.4 us against the rule's 80.8 (128x28672x4096, cuBLAS 67.8): whether a tile of all the rows wins
+wherever its N tiles alone fill the SMs, and what 10240-wide weights take (128x10240x8192 is the sweep's 0.68x).
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ CLIFF_CANDIDATES = [G(128, 128, 64, 4, 5, 8, persistent=True, tma=False), G(128,
                                                                              tma=False)]
 
 
+WIDE_SHAPES = [(128, 28672, 4096), (96, 28672, 4096), (65, 28672, 4096), (128, 57344, 8192), (128, 10240, 8192),
+               (128, 16384, 4096)]
+WIDE_CANDIDATES = [G(128, 128, 64, 8, 5, 8, persistent=False, tma=False), G(128, 128, 64, 8, 4, 8, persistent=False,
+                                                                           tma=False),
+                   G(128, 128, 128, 8, 3, 8, persistent=False, tma=False),
+                   G(128, 128, 64, 8, 5, 8, persistent=False, tma=True),
+                   G(128, 64, 128, 4, 4, 8, persistent=False, tma=False),
+                   G(64, 128, 128, 4, 4, 8, persistent=False, tma=False)]
+
+
 def _cases(m: int, n: int, k: int, candidates: list) -> tuple[dict, torch.Tensor]:
     copies = max(2, -(-256 * 2**20 // (2 * n * k)))
     x = torch.randn(m, k, device="cuda").bfloat16()
@@ -63,9 +76,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
-    ap.add_argument("--set", choices=["mid", "cliffs"], default="mid")
+    ap.add_argument("--set", choices=["mid", "cliffs", "wide"], default="mid")
     args = ap.parse_args()
-    shapes, candidates = (CLIFF_SHAPES, CLIFF_CANDIDATES) if args.set == "cliffs" else (SHAPES, CANDIDATES)
+    shapes, candidates = {"mid": (SHAPES, CANDIDATES), "cliffs": (CLIFF_SHAPES, CLIFF_CANDIDATES),
+                          "wide": (WIDE_SHAPES, WIDE_CANDIDATES)}[args.set]
     run_shapes(shapes, lambda m, n, k: _cases(m, n, k, candidates), args.json, args.budget_s,
                torch.equal,  # (every row: the rules keep one K order)
                lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6}, peers=("cublas",))
