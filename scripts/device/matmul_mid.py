@@ -52,6 +52,7 @@ WIDE_CANDIDATES = [G(128, 128, 64, 8, 5, 8, persistent=False, tma=False), G(128,
                    G(128, 128, 128, 8, 3, 8, persistent=False, tma=False),
                    G(128, 128, 64, 8, 5, 8, persistent=False, tma=True),
                    G(128, 64, 128, 4, 4, 8, persistent=False, tma=False),
+                   G(128, 64, 64, 4, 4, 8, persistent=False, tma=False),  # (96 KB: two programs an SM)
                    G(64, 128, 128, 4, 4, 8, persistent=False, tma=False)]
 
 
