@@ -5,13 +5,17 @@ torch.compile(max-autotune) picked there in the s23 audit (64x64x128 s5 w4, 64x1
 Each candidate's first row is compared bitwise with the rule's (batch invariance across the rules needs the same
 bits). Prints a table last and writes every timing to JSON.
 
-  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3] [--set cliffs|wide]
+  python3 scripts/device/matmul_mid.py --json OUT.json [--budget-s 0.3] [--set cliffs|wide|decode]
 
 --set cliffs: the audit's one-valid-row cells (257, 385, 1281 rows) beside full last rows (320, 448, 1280) on the
 persistent 128x128 tile through TMA (the rule) and through pointer loads, and the 128x128x64 w8 pointer tile.
 --set wide (s33): 65-128 rows against weights wider than 8192, where s23's one run had the 128x128x64 w8 pointer
 tile at 69.4 us against the rule's 80.8 (128x28672x4096, cuBLAS 67.8): whether a tile of all the rows wins
 wherever its N tiles alone fill the SMs, and what 10240-wide weights take (128x10240x8192 is the sweep's 0.68x).
+--set decode (s33): M = 1 and 16 on the wide weights the s23 sweep has behind cuBLAS (1x28672x4096 0.83x,
+1x10240x8192 0.90x, 16x28672x4096 0.93x). The rules' decode tiles hold 160-192 KB of stages, one program an SM, and
+those weights take 3-7 waves of them, each wave filling its pipeline again: tiles of 72-120 KB let 2-3 programs
+share an SM. The decode tuning (h200-tune-matmul.json) timed these tiles only on 4096- and 8192-wide weights.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ WIDE_CANDIDATES = [G(128, 128, 64, 8, 5, 8, persistent=False, tma=False), G(128,
                    G(64, 128, 128, 4, 4, 8, persistent=False, tma=False)]
 
 
+DECODE_SHAPES = [(1, 28672, 4096), (1, 10240, 8192), (1, 57344, 8192), (16, 28672, 4096), (16, 10240, 8192),
+                 (1, 4096, 4096)]
+DECODE_CANDIDATES = [G(16, bn, bk, 4, st, 1, persistent=False, tma=False)
+                     for bn, bk, st in ((32, 512, 4), (32, 512, 2), (32, 256, 4), (32, 256, 6), (32, 128, 6),
+                                        (64, 256, 4), (64, 256, 3), (64, 128, 4), (64, 128, 6), (128, 128, 4))]
+
+
 def _cases(m: int, n: int, k: int, candidates: list) -> tuple[dict, torch.Tensor]:
     copies = max(2, -(-256 * 2**20 // (2 * n * k)))
     x = torch.randn(m, k, device="cuda").bfloat16()
@@ -77,10 +88,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
-    ap.add_argument("--set", choices=["mid", "cliffs", "wide"], default="mid")
+    ap.add_argument("--set", choices=["mid", "cliffs", "wide", "decode"], default="mid")
     args = ap.parse_args()
     shapes, candidates = {"mid": (SHAPES, CANDIDATES), "cliffs": (CLIFF_SHAPES, CLIFF_CANDIDATES),
-                          "wide": (WIDE_SHAPES, WIDE_CANDIDATES)}[args.set]
+                          "wide": (WIDE_SHAPES, WIDE_CANDIDATES),
+                          "decode": (DECODE_SHAPES, DECODE_CANDIDATES)}[args.set]
     run_shapes(shapes, lambda m, n, k: _cases(m, n, k, candidates), args.json, args.budget_s,
                torch.equal,  # (every row: the rules keep one K order)
                lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6}, peers=("cublas",))
