@@ -53,17 +53,32 @@ def _widen(x, dtype: tl.constexpr, IN_PLACE: tl.constexpr = False):
 
 
 @triton.jit
+def _item(item, lens_ptr, split_tokens, n_splits, HKV: tl.constexpr):
+    """An item = (sequence b, kv head, split): its split, b, kv head, the sequence's length and the split's tokens
+    [start, end)."""
+    split = item % n_splits
+    bh = item // n_splits
+    b = bh // HKV
+    seq_len = tl.load(lens_ptr + b)
+    start = split * split_tokens
+    return split, b, bh % HKV, seq_len, start, tl.minimum(start + split_tokens, seq_len)
+
+
+@triton.jit
+def _rows(kvh, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """A program's rows (row m: query token m // G, q head kvh * G + m % G) and columns, with their masks."""
+    rows = tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_D)
+    return rows // G, kvh * G + rows % G, rows < G * Q, cols, cols < D
+
+
+@triton.jit
 def _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult,
            G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
            FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr):
     """The kv head's query rows [BLOCK_M, BLOCK_D] (row m: query token m // G, q head kvh * G + m % G) and the
     multiplier of their logits (base 2; with F16_DOTS one a row)."""
-    rows = tl.arange(0, BLOCK_M)
-    qi = rows // G
-    head = kvh * G + rows % G
-    row_ok = rows < G * Q
-    cols = tl.arange(0, BLOCK_D)
-    col_ok = cols < D
+    qi, head, row_ok, cols, col_ok = _rows(kvh, G, Q, D, BLOCK_D, BLOCK_M)
     q_off = b.to(tl.int64) * stride_qb + qi * stride_qq + head * stride_qh
     q = tl.load(q_ptr + q_off[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     if F16_DOTS:
@@ -141,12 +156,7 @@ def _write(m_i, l_i, acc, v_scale, b, kvh, split, n_splits, out_ptr, part_o_ptr,
            BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, EMULATE: tl.constexpr):
     """The split's output: normalized by its own sum, as fp32 partials with their base-2 logsumexp (SPLIT) or, one
     split, the output itself."""
-    rows = tl.arange(0, BLOCK_M)
-    qi = rows // G
-    head = kvh * G + rows % G
-    row_ok = rows < G * Q
-    cols = tl.arange(0, BLOCK_D)
-    col_ok = cols < D
+    qi, head, row_ok, cols, col_ok = _rows(kvh, G, Q, D, BLOCK_D, BLOCK_M)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc * (v_scale / l_safe)[:, None]
     o_mask = row_ok[:, None] & col_ok[None, :]
@@ -182,16 +192,10 @@ def _paged_decode_kernel(
     mult = qk_scale * k_scale * LOG2E  # base-2 logits
     qi = tl.arange(0, BLOCK_M) // G
     if not PERSISTENT:
-        pid = tl.program_id(0)  # (a 1-D grid: the fast launcher's) = (sequence, kv head) * n_splits + split
-        split = pid % n_splits
-        bh = pid // n_splits
-        b = bh // HKV
-        kvh = bh % HKV
-        seq_len = tl.load(lens_ptr + b)
-        start = split * split_tokens
+        # (a 1-D grid: the fast launcher's): program = (sequence, kv head) * n_splits + split
+        split, b, kvh, seq_len, start, end = _item(tl.program_id(0), lens_ptr, split_tokens, n_splits, HKV)
         if start >= seq_len and start > 0:  # nothing of this sequence here: the merge reads only live splits
             return
-        end = tl.minimum(start + split_tokens, seq_len)
         q, row_mult = _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult, G, Q, D, BLOCK_D, BLOCK_M,
                              FP32_DOT, F16_DOTS)
         last = seq_len - Q + qi  # the position of each row's query token: it sees keys at positions <= last
@@ -219,14 +223,8 @@ def _paged_decode_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
         for it in range(0, tl.cdiv(n_items - pid, grid) * tiles):
             j = it % tiles
-            item = pid + (it // tiles) * grid
-            split = item % n_splits
-            bh = item // n_splits
-            b = bh // HKV
-            kvh = bh % HKV
-            seq_len = tl.load(lens_ptr + b)
-            start = split * split_tokens
-            end = tl.minimum(start + split_tokens, seq_len)
+            split, b, kvh, seq_len, start, end = _item(pid + (it // tiles) * grid, lens_ptr, split_tokens, n_splits,
+                                                       HKV)
             # (q again each tile, from L1 after an item's first: a register copy across items would need a select)
             q, row_mult = _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult, G, Q, D, BLOCK_D,
                                  BLOCK_M, FP32_DOT, F16_DOTS)
