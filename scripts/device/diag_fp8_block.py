@@ -1,11 +1,9 @@
 """Diagnostic: the block-scaled Gluon GEMM on its two tiles (256 rows with each step's scales loaded a step ahead,
-128 rows with them loaded in the step: the same arithmetic, compared bitwise), the s33 candidate on both (the
-scales copied into each stage by the load warp, read by the MMA warpgroups from shared memory: the 256-row tile
-at 3 stages and 216 / 64 registers, where it fits shared memory and compiles without spills), beside the
-row-scaled kernel on the same tiles: how far block scales stand from row scales (the issue's 0.9x) and which tile
-the rule should take. Graph timings over weight copies (graph_cases.py); prints a table last. (Until s32 it also
-timed the s31 candidate, each MMA warpgroup copying its own scales: slower at 10 of 12 tile-shape pairs on an
-H100, 0.81-1.06x; removed: git show 65a6543:scripts/device/diag_fp8_block.py.)
+128 rows with them loaded in the step: the same arithmetic, compared bitwise) beside the row-scaled kernel on the
+same tiles: how far block scales stand from row scales (the issue's 0.9x) and which tile the rule should take.
+Graph timings over weight copies (graph_cases.py); prints a table last. (Until s32 it also timed the s31
+candidate with the scales through shared memory: slower at 10 of 12 tile-shape pairs on an H100, 0.81-1.06x;
+removed: git show 65a6543:scripts/device/diag_fp8_block.py.)
 
   python3 scripts/device/diag_fp8_block.py --json OUT.json [--budget-s 0.15] [--shapes MxNxK,...]
 """
@@ -13,7 +11,6 @@ H100, 0.81-1.06x; removed: git show 65a6543:scripts/device/diag_fp8_block.py.)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,10 +23,6 @@ from graph_cases import run_shapes  # noqa: E402  (this folder)
 
 from ridgeline.ops.scaled_mm.launch import launch_scaled_mm  # noqa: E402
 from ridgeline.ops.scaled_mm.rules import WS_TILE_128, WS_TILE_BLOCK  # noqa: E402
-
-# The s33 candidate's tiles: 4 stages of the 256-row tile and its scale slots pass 227 KB of shared memory.
-LOADER_256 = dataclasses.replace(WS_TILE_BLOCK, num_stages=3, ws_regs=(216, 64), loader_scales=True)
-LOADER_128 = dataclasses.replace(WS_TILE_128, loader_scales=True)
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 28672, 4096), (2048, 4096, 4096), (512, 6144, 4096),
           (300, 28672, 4096)]
@@ -54,8 +47,7 @@ def main() -> int:
         def blk(cfg):
             return [lambda b=b: launch_scaled_mm(a, b, sa_blk, sb_blk, cfg=cfg) for b in bs]
 
-        out = {"block 256": blk(WS_TILE_BLOCK), "block 128": blk(WS_TILE_128),
-               "block 256 loader-scales s3 r216/64": blk(LOADER_256), "block 128 loader-scales": blk(LOADER_128)}
+        out = {"block 256": blk(WS_TILE_BLOCK), "block 128": blk(WS_TILE_128)}
         for name, cfg in (("256", WS_TILE_BLOCK), ("128", WS_TILE_128)):
             out[f"row {name}"] = [lambda b=b, c=cfg: launch_scaled_mm(a, b, sa_row, sb_row, cfg=c) for b in bs]
         return out, out["block 256"][0]()

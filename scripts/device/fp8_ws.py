@@ -5,8 +5,7 @@ with the rule's (the same K steps and promotion: the same bits expected) and, at
 reference under the contract's tolerance. Prints a table last and writes every timing to JSON.
 
   python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3] [--modes row,block] [--shapes MxNxK,...]
-      [--ws 256x128s4,256x128s3r216/64+loader,128x64s5]   (Gluon tiles: BMxBN, stages, optional MMA/load
-      registers, +loader: block scales copied into the stages by the load warp)
+      [--ws 256x128s4,256x128s4r224/56,128x64s5]   (Gluon tiles: BMxBN, stages, optional MMA/load registers)
 """
 
 from __future__ import annotations
@@ -43,14 +42,12 @@ WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
 
 
 def _parse_ws(spec: str) -> TileConfig:
-    """'256x128s4', '256x128s4r224/56' or '256x128s3r216/64+loader': a Gluon tile (BLOCK_K 128), its stages,
-    register split and the load warp's block scales."""
-    spec, loader = spec.removesuffix("+loader"), spec.endswith("+loader")
+    """'256x128s4' or '256x128s4r224/56': a Gluon tile (BLOCK_K 128), its stages and register split."""
     tile, _, rest = spec.partition("s")
     bm, bn = (int(v) for v in tile.split("x"))
     stages, _, regs = rest.partition("r")
     extra = {"ws_regs": tuple(int(v) for v in regs.split("/"))} if regs else {}
-    return TileConfig(bm, bn, 128, 8, 4, int(stages), warp_specialized=True, loader_scales=loader, **extra)
+    return TileConfig(bm, bn, 128, 8, 4, int(stages), warp_specialized=True, **extra)
 
 
 def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,8 +3,6 @@
 Usage (on the GPU machine, from the repo root): python3 scripts/device/tune_paged_attention.py [--json P] [--budget-s S]
 [--variant fp8kv] (every shape with that cache variant instead of its own; the rules can key on the KV itemsize)
 [--f16-only] (an fp8 cache: time only the fp16-dot candidates, the form the fp8 rules launch)
-[--persistent] (s33: the rule's config and its persistent form at 1-4 programs an SM, each output compared bitwise
-with the rule's: the persistent programs keep its split size, so its bits)
 Each shape (B, L, Hq, Hkv, D, BS[, Q]) is timed for every config of rules.candidate_configs() with
 triton.testing.do_bench_cudagraph (graph replay, median); a config that fails to compile or run is recorded with
 its error and skipped, as is a shape that does not fit. Shapes come in pairs at batch 1 and a large batch with the
@@ -15,7 +13,6 @@ choice per context costs at each end. GB/s = the KV bytes read / time. JSON: eve
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import os
@@ -39,9 +36,7 @@ SHAPES = [
     ((1, 131072, 64, 8, 128, 16), ""), ((8, 131072, 64, 8, 128, 16), ""),
     ((256, 1024, 32, 8, 128, 16), ""), ((8, 4096, 32, 8, 128, 16, 4), ""),
     ((32, 4096, 32, 8, 128, 16), "fp8kv"),
-    ((8, 4096, 32, 8, 128, 16), ""),  # (s33: the s18 sweep's one shape below 0.80 of SOL at >= 4K, batch >= 8)
 ]
-PERSISTENT_PER_SM = (1, 2, 3, 4)
 
 
 def main() -> int:
@@ -52,8 +47,6 @@ def main() -> int:
     ap.add_argument("--variant", default=None, help="the cache variant of every shape (e.g. fp8kv)")
     ap.add_argument("--f16-only", action="store_true",
                     help="an fp8 cache: only the fp16-dot candidates (the fp8 rules' form), the rule's pick kept")
-    ap.add_argument("--persistent", action="store_true",
-                    help="the rule's config and its persistent form (programs_per_sm 1-4), bits compared")
     a = ap.parse_args()
     spec = PagedDecodeAttentionSpec()
     t0 = time.monotonic()
@@ -79,19 +72,14 @@ def main() -> int:
         configs = candidate_configs(args[1].element_size())
         if a.f16_only and args[1].element_size() == 1:
             configs = [c for c in configs if c.f16_dots or c == rule]
-        if a.persistent:
-            configs = [rule] + [dataclasses.replace(rule, programs_per_sm=n) for n in PERSISTENT_PER_SM]
-        want = paged_decode_attention(*args, config=rule) if a.persistent else None
         for cfg in configs:
             entry = {"config": cfg.describe()}
             try:
                 plan = plan_for(*args, config=cfg)
                 entry.update(split_tokens=plan.split_tokens, n_splits=plan.n_splits)
                 call = functools.partial(paged_decode_attention, *args, config=cfg)
-                got = call()
+                call()
                 torch.cuda.synchronize()
-                if want is not None:
-                    entry["same_bits"] = bool(torch.equal(got, want))
                 us = triton.testing.do_bench_cudagraph(call, rep=a.rep_ms) * 1e3
                 entry.update(us=round(us, 3), gbps=round(kv_bytes / (us * 1e3), 1))
             except Exception as e:
@@ -105,7 +93,7 @@ def main() -> int:
                "rule_us": picked["us"] if picked else None}
         rows.append(row)
         print(f"{label:32s} best {row['best']} {row['best_us']} us; rule {row['rule']} {row['rule_us']} us", flush=True)
-        inp = args = want = got = None  # (free the cache before the next shape)
+        inp = args = None  # (free the cache before the next shape)
         torch.cuda.empty_cache()
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "dtype": "bf16", "rows": rows},

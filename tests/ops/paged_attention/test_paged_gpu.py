@@ -3,14 +3,12 @@ paths, determinism, batch invariance, the peers against the reference, CUDA-grap
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
 from ridgeline import check
 from ridgeline.core.spec import Case
-from ridgeline.ops.paged_attention.launch import paged_decode_attention, plan_for
+from ridgeline.ops.paged_attention.launch import paged_decode_attention
 from ridgeline.ops.paged_attention.spec import HUGE, PagedDecodeAttentionSpec
 
 pytestmark = pytest.mark.gpu
@@ -31,22 +29,6 @@ def test_large_shapes(shape, variant):
     cases = [Case(shape, torch.bfloat16, variant)]
     results = check("paged_decode_attention", ["ridgeline"], cases=cases, device="cuda")
     assert all(r.passed for r in results), [(r.label, r.reasons) for r in results]
-
-
-@pytest.mark.parametrize("shape,variant", [((8, 4096, 32, 8, 128, 16), ""), ((4, 32768, 64, 8, 128, 64), "ragged"),
-                                           ((16, 4096, 32, 8, 128, 16, 4), "fp8kv"),
-                                           ((8, 1000, 64, 8, 128, 128, 8), "fp8kv+ragged"),
-                                           ((2, 2048, 16, 2, 256, 32), "")])
-def test_persistent_candidate_gives_the_rules_bits(shape, variant):
-    """The persistent candidate (programs walking several items; DecodeConfig.programs_per_sm) on the tensor-core
-    paths (bf16, the fp8 cache's fp16 dots, D = 256, Q = 4 / 8): the rule's split size, so its bits."""
-    inp = SPEC.make_inputs(Case(shape, torch.bfloat16, variant), "cuda", 0)
-    args = [inp[k] for k in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "scale", "k_scale", "v_scale")]
-    rule = plan_for(*args).config
-    want = paged_decode_attention(*args)
-    for per_sm in (1, 2, 4):
-        got = paged_decode_attention(*args, config=dataclasses.replace(rule, programs_per_sm=per_sm))
-        assert torch.equal(got, want), (per_sm, (got.float() - want.float()).abs().max().item())
 
 
 def test_more_than_2_31_elements():

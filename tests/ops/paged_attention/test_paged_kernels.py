@@ -67,51 +67,6 @@ def test_configs_agree_with_reference(cfg, shape, variant):
     _close(_run(inp, config=cfg), inp)
 
 
-@pytest.mark.parametrize("cfg", [SPLIT, WHOLE, DecodeConfig(16, 4, 2, min_split_tokens=32)])
-@pytest.mark.parametrize("shape,dtype,variant", [((5, 70, 4, 2, 32, 16), torch.float32, "ragged"),
-                                                 ((3, 45, 6, 2, 48, 16, 3), torch.float16, "ragged"),
-                                                 ((2, 40, 4, 4, 16, 8), torch.bfloat16, "fp8kv+ragged")])
-def test_persistent_programs_give_each_items_bits(cfg, shape, dtype, variant):
-    """Persistent programs (a candidate: each walks several (sequence, kv head, split) items in one loop) give the
-    bits of one program an item: the same tiles in the same order, the tiles past an item's tokens (a short last
-    split, a sequence shorter than the table, seq_len 0 and 1 in "ragged") leaving its state alone. Under the
-    interpreter an SM count of 4: 1 and 3 programs an SM walk 3-20 items each."""
-    inp = _inputs(shape, dtype, variant)
-    want = _run(inp, config=cfg)
-    assert not torch.equal(want, torch.zeros_like(want))
-    for per_sm in (1, 3):
-        got = _run(inp, config=dataclasses.replace(cfg, programs_per_sm=per_sm))
-        assert torch.equal(got, want), (per_sm, (got.float() - want.float()).abs().max())
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("triton_path", ["this", "oldest"])
-def test_persistent_form_compiles_for_sm90(triton_path, tmp_path):
-    """The persistent candidate on the GPU's path (tensor-core dots, bf16 and the fp8 cache's fp16 dots), compiled
-    for sm_90 by this Triton and the oldest supported one (no rule takes it, so test_compile_sm90 never sees it)."""
-    from gluon_aot_child import OLDEST_TRITON_PATH
-    from ridgeline.ops.paged_attention import profile as hook
-    from ridgeline.profile.aot import check_in_child
-    from ridgeline.profile.launches import LaunchCapture
-
-    if triton_path == "oldest" and not OLDEST_TRITON_PATH:
-        pytest.skip("RIDGELINE_OLDEST_TRITON not set (CI sets it)")
-    launches = []
-    with hook.gpu_rules(SPEC, 132):
-        for variant in ("", "fp8kv"):
-            inp = hook.meta_inputs(SPEC, Case((8, 4096, 32, 8, 128, 16), torch.bfloat16, variant))
-            args = [inp[k] for k in ("q", "k_cache", "v_cache", "block_table", "seq_lens", "scale", "k_scale",
-                                     "v_scale")]
-            cfg = dataclasses.replace(plan_for(*args).config, programs_per_sm=2)
-            with LaunchCapture(run=False) as cap:
-                paged_decode_attention(*args, config=cfg)
-            launches += [la for la in cap.launches if la.name == "_paged_decode_kernel"]
-    assert len(launches) == 2 and all(la.args["PERSISTENT"] and not la.args["FP32_DOT"] for la in launches), \
-        [la.args for la in launches]
-    results = check_in_child(launches, 90, tmp_path, OLDEST_TRITON_PATH if triton_path == "oldest" else None)
-    assert results and all("error" not in r and r["cubin_bytes"] > 0 for r in results), results
-
-
 def test_split_and_whole_differ_only_by_rounding():
     inp = _inputs((2, 100, 4, 2, 32, 16), torch.float32)
     a, b = _run(inp, config=SPLIT), _run(inp, config=WHOLE)

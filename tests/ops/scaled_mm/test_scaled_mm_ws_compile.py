@@ -52,20 +52,3 @@ def test_ws_kernel_narrow_tiles_compile_without_spills(triton_path):
         assert r["shared"] <= 227 * 1024, (name, r)
         assert r["sass"]["QGMMA"] >= 4 and r["sass"]["UTMASTG"] >= 1, (name, r["sass"])
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("triton_path", ["this", "oldest"])
-def test_ws_loader_scales_candidate_compiles_without_spills(triton_path):
-    """The s33 block-scale candidate: the load warp copies each stage's scales by cp.async (LDGSTS) and the MMA
-    warpgroups read them from shared memory (LDS), no global load in their K loop; the 256-row tile at 3 stages
-    and 216 / 64 registers, the 128-row tile at 4 and the narrow one at 6: no spills, within 227 KB."""
-    results = compile_in_child("ridgeline.ops.scaled_mm.launch_ws",
-                               "[compile_for_sm90(2, 3, False, 256, (216, 64), loader_scales=True), "
-                               "compile_for_sm90(2, 4, False, 128, loader_scales=True), "
-                               "compile_for_sm90(2, 6, False, 128, block_n=32, loader_scales=True)]", triton_path)
-    for name, r in zip(("256", "128", "128x32"), results):
-        assert r["shared"] <= 227 * 1024, (name, r)
-        sass = r["sass"]
-        assert sass["QGMMA"] >= 8 and sass["LDGSTS"] >= 2 and sass["LDS"] >= 4 and sass["LDG"] == 0, (name, sass)
-        assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)

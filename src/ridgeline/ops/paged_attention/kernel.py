@@ -23,10 +23,6 @@ its own sum, and its base-2 logsumexp) to a workspace and `_merge_kernel` combin
 order: deterministic (no atomics), and a sequence's result depends only on its own data and the split size (which
 the launch rules choose from the block table's width, Hkv and the SMs, never the batch: batch invariant).
 Page ids and token offsets are 64-bit (a cache of more than 2^31 elements).
-
-PERSISTENT (s33, a candidate no rule takes until timed): a grid of a few programs an SM, each walking items
-p, p + grid, ... in one loop over their tiles, so the software pipeline runs on across items instead of filling
-again in each item's program; every item is the same split as above, so the same bits (the CPU tests compare them).
 """
 
 from __future__ import annotations
@@ -53,32 +49,36 @@ def _widen(x, dtype: tl.constexpr, IN_PLACE: tl.constexpr = False):
 
 
 @triton.jit
-def _item(item, lens_ptr, split_tokens, n_splits, HKV: tl.constexpr):
-    """An item = (sequence b, kv head, split): its split, b, kv head, the sequence's length and the split's tokens
-    [start, end)."""
-    split = item % n_splits
-    bh = item // n_splits
+def _paged_decode_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, part_o_ptr, part_lse_ptr, ks_ptr, vs_ptr,
+    qk_scale, k_scale, v_scale,
+    stride_qb, stride_qq, stride_qh,
+    stride_kb, stride_kt, stride_kh,
+    stride_vb, stride_vt, stride_vh,
+    stride_btb, stride_ob, stride_oq, stride_oh,
+    split_tokens, n_splits,
+    HKV: tl.constexpr, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    SPLIT: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr,
+    EMULATE: tl.constexpr,
+):
+    pid = tl.program_id(0)  # (a 1-D grid: the fast launcher's) = (sequence, kv head) * n_splits + split
+    split = pid % n_splits
+    bh = pid // n_splits
     b = bh // HKV
+    kvh = bh % HKV
     seq_len = tl.load(lens_ptr + b)
     start = split * split_tokens
-    return split, b, bh % HKV, seq_len, start, tl.minimum(start + split_tokens, seq_len)
+    if start >= seq_len and start > 0:  # nothing of this sequence here: the merge reads only live splits
+        return
+    end = tl.minimum(start + split_tokens, seq_len)
 
-
-@triton.jit
-def _rows(kvh, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
-    """A program's rows (row m: query token m // G, q head kvh * G + m % G) and columns, with their masks."""
-    rows = tl.arange(0, BLOCK_M)
+    rows = tl.arange(0, BLOCK_M)  # row m: query token m // G, q head kvh * G + m % G
+    qi = rows // G
+    head = kvh * G + rows % G
+    row_ok = rows < G * Q
     cols = tl.arange(0, BLOCK_D)
-    return rows // G, kvh * G + rows % G, rows < G * Q, cols, cols < D
-
-
-@triton.jit
-def _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult,
-           G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-           FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr):
-    """The kv head's query rows [BLOCK_M, BLOCK_D] (row m: query token m // G, q head kvh * G + m % G) and the
-    multiplier of their logits (base 2; with F16_DOTS one a row)."""
-    qi, head, row_ok, cols, col_ok = _rows(kvh, G, Q, D, BLOCK_D, BLOCK_M)
+    col_ok = cols < D
     q_off = b.to(tl.int64) * stride_qb + qi * stride_qq + head * stride_qh
     q = tl.load(q_ptr + q_off[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     if F16_DOTS:
@@ -91,72 +91,66 @@ def _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult,
         # e = 14 - (top - 127): -114 at the largest exponent; 126 at most (a denormal or tiny max); 0 for a zero row
         e = tl.where(top > 0, tl.minimum(141 - top, 126), 0)
         q = (qf * ((e + 127) << 23).to(tl.float32, bitcast=True)[:, None]).to(tl.float16)
-        mult = mult * ((127 - e) << 23).to(tl.float32, bitcast=True)  # 2^-e: one multiplier a row
+        row_scale = ((127 - e) << 23).to(tl.float32, bitcast=True)  # 2^-e
     if FP32_DOT:
         q = q.to(tl.float32)
-    return q, mult
+    # Position of each row's query token; it sees keys at positions <= last.
+    last = seq_len - Q + qi
 
-
-@triton.jit
-def _kv_tile(q, mult, m_i, l_i, acc, t0, end, last, bt_row, k_ptr, v_ptr, kvh,
-             stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-             D: tl.constexpr, BLOCK_D: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
-             FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr):
-    """One online-softmax step over tokens [t0, t0 + BLOCK_N) (those < end; row r sees those <= last[r]). A tile
-    past `end` leaves (m_i, l_i, acc) as they were, bit for bit."""
-    cols = tl.arange(0, BLOCK_D)
-    col_ok = cols < D
+    if SCALE_FROM_PTR:
+        k_scale = tl.load(ks_ptr)
+        v_scale = tl.load(vs_ptr)
+    mult = qk_scale * k_scale * LOG2E  # base-2 logits
+    if F16_DOTS:
+        mult = mult * row_scale  # (one multiplier a row)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    bt_row = bt_ptr + b.to(tl.int64) * stride_btb
     offs_n = tl.arange(0, BLOCK_N)
-    tok = t0 + offs_n
-    tok_ok = tok < end
-    page = tl.load(bt_row + tok // PAGE, mask=tok_ok, other=0).to(tl.int64)
-    slot = (tok % PAGE).to(tl.int64)
-    kv_mask = tok_ok[:, None] & col_ok[None, :]
-    k_off = page * stride_kb + slot * stride_kt + kvh * stride_kh
-    k = tl.load(k_ptr + k_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
-    v_off = page * stride_vb + slot * stride_vt + kvh * stride_vh
-    v = tl.load(v_ptr + v_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
-    if F16_DOTS:
-        k = e4m3_to_f16(k, False)
-    elif not FP32_DOT:
-        k = _widen(k, q.dtype, False)
-    if FP32_DOT:  # (the interpreter: the operands' values, fp32 products and sums, as the tensor cores)
-        s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
-    else:
-        s = tl.dot(q, tl.trans(k))
-    if F16_DOTS:
-        s = s * mult[:, None]
-    else:
-        s = s * mult
-    visible = tok_ok[None, :] & (tok[None, :] <= last[:, None])
-    s = tl.where(visible, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet: no NaN
-    alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    if F16_DOTS:  # (P in [0, 1]: fp16 holds it finer than bf16)
-        pw = p.to(tl.float16)
-        v = e4m3_to_f16(v, True)
-    elif FP32_DOT:
-        pw = p
-    else:
-        pw = p.to(q.dtype)
-        v = _widen(v, q.dtype, True)
-    if FP32_DOT:
-        acc = acc * alpha[:, None] + tl.dot(pw.to(tl.float32), v.to(tl.float32), input_precision="ieee")
-    else:
-        acc = acc * alpha[:, None] + tl.dot(pw, v)
-    return m_new, l_i, acc
+    for t0 in range(start, end, BLOCK_N):
+        tok = t0 + offs_n
+        tok_ok = tok < end
+        page = tl.load(bt_row + tok // PAGE, mask=tok_ok, other=0).to(tl.int64)
+        slot = (tok % PAGE).to(tl.int64)
+        kv_mask = tok_ok[:, None] & col_ok[None, :]
+        k_off = page * stride_kb + slot * stride_kt + kvh * stride_kh
+        k = tl.load(k_ptr + k_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
+        v_off = page * stride_vb + slot * stride_vt + kvh * stride_vh
+        v = tl.load(v_ptr + v_off[:, None] + cols[None, :], mask=kv_mask, other=0.0)
+        if F16_DOTS:
+            k = e4m3_to_f16(k, False)
+        elif not FP32_DOT:
+            k = _widen(k, q.dtype, False)
+        if FP32_DOT:  # (the interpreter: the operands' values, fp32 products and sums, as the tensor cores)
+            s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k))
+        if F16_DOTS:
+            s = s * mult[:, None]
+        else:
+            s = s * mult
+        visible = tok_ok[None, :] & (tok[None, :] <= last[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet: no NaN
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if F16_DOTS:  # (P in [0, 1]: fp16 holds it finer than bf16)
+            pw = p.to(tl.float16)
+            v = e4m3_to_f16(v, True)
+        elif FP32_DOT:
+            pw = p
+        else:
+            pw = p.to(q.dtype)
+            v = _widen(v, q.dtype, True)
+        if FP32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(pw.to(tl.float32), v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(pw, v)
+        m_i = m_new
 
-
-@triton.jit
-def _write(m_i, l_i, acc, v_scale, b, kvh, split, n_splits, out_ptr, part_o_ptr, part_lse_ptr,
-           stride_ob, stride_oq, stride_oh, HKV: tl.constexpr, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr,
-           BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, SPLIT: tl.constexpr, EMULATE: tl.constexpr):
-    """The split's output: normalized by its own sum, as fp32 partials with their base-2 logsumexp (SPLIT) or, one
-    split, the output itself."""
-    qi, head, row_ok, cols, col_ok = _rows(kvh, G, Q, D, BLOCK_D, BLOCK_M)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc * (v_scale / l_safe)[:, None]
     o_mask = row_ok[:, None] & col_ok[None, :]
@@ -170,76 +164,6 @@ def _write(m_i, l_i, acc, v_scale, b, kvh, split, n_splits, out_ptr, part_o_ptr,
         o_off = b.to(tl.int64) * stride_ob + qi * stride_oq + head * stride_oh
         tl.store(out_ptr + o_off[:, None] + cols[None, :], to_storage(o, out_ptr.dtype.element_ty, EMULATE),
                  mask=o_mask)
-
-
-@triton.jit
-def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, part_o_ptr, part_lse_ptr, ks_ptr, vs_ptr,
-    qk_scale, k_scale, v_scale,
-    stride_qb, stride_qq, stride_qh,
-    stride_kb, stride_kt, stride_kh,
-    stride_vb, stride_vt, stride_vh,
-    stride_btb, stride_ob, stride_oq, stride_oh,
-    split_tokens, n_splits, n_items,
-    HKV: tl.constexpr, G: tl.constexpr, Q: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-    PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLIT: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, FP32_DOT: tl.constexpr, F16_DOTS: tl.constexpr,
-    EMULATE: tl.constexpr, PERSISTENT: tl.constexpr = False,
-):
-    if SCALE_FROM_PTR:
-        k_scale = tl.load(ks_ptr)
-        v_scale = tl.load(vs_ptr)
-    mult = qk_scale * k_scale * LOG2E  # base-2 logits
-    qi = tl.arange(0, BLOCK_M) // G
-    if not PERSISTENT:
-        # (a 1-D grid: the fast launcher's): program = (sequence, kv head) * n_splits + split
-        split, b, kvh, seq_len, start, end = _item(tl.program_id(0), lens_ptr, split_tokens, n_splits, HKV)
-        if start >= seq_len and start > 0:  # nothing of this sequence here: the merge reads only live splits
-            return
-        q, row_mult = _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult, G, Q, D, BLOCK_D, BLOCK_M,
-                             FP32_DOT, F16_DOTS)
-        last = seq_len - Q + qi  # the position of each row's query token: it sees keys at positions <= last
-        m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-        l_i = tl.zeros((BLOCK_M,), tl.float32)
-        acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
-        bt_row = bt_ptr + b.to(tl.int64) * stride_btb
-        for t0 in range(start, end, BLOCK_N):
-            m_i, l_i, acc = _kv_tile(q, row_mult, m_i, l_i, acc, t0, end, last, bt_row, k_ptr, v_ptr, kvh,
-                                     stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-                                     D, BLOCK_D, PAGE, BLOCK_N, FP32_DOT, F16_DOTS)
-        _write(m_i, l_i, acc, v_scale, b, kvh, split, n_splits, out_ptr, part_o_ptr, part_lse_ptr,
-               stride_ob, stride_oq, stride_oh, HKV, G, Q, D, BLOCK_D, BLOCK_M, SPLIT, EMULATE)
-    else:
-        # Persistent programs (a candidate the rules do not take until timed): program p walks items p, p + grid,
-        # ... (an item is a (sequence, kv head, split) of the form above) in one flat loop over their tiles, so the
-        # software pipeline runs on from one item into the next instead of filling again for each. Every item
-        # takes split_tokens / BLOCK_N tiles (the rules make split_tokens a multiple of BLOCK_N); tiles past its
-        # tokens leave the state as it was, so an item's result has the bits of its own program above.
-        pid = tl.program_id(0)
-        grid = tl.num_programs(0)
-        tiles = split_tokens // BLOCK_N
-        m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-        l_i = tl.zeros((BLOCK_M,), tl.float32)
-        acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
-        for it in range(0, tl.cdiv(n_items - pid, grid) * tiles):
-            j = it % tiles
-            split, b, kvh, seq_len, start, end = _item(pid + (it // tiles) * grid, lens_ptr, split_tokens, n_splits,
-                                                       HKV)
-            # (q again each tile, from L1 after an item's first: a register copy across items would need a select)
-            q, row_mult = _query(q_ptr, b, kvh, stride_qb, stride_qq, stride_qh, mult, G, Q, D, BLOCK_D,
-                                 BLOCK_M, FP32_DOT, F16_DOTS)
-            first = j == 0  # a new item: the state starts over
-            m_i = tl.where(first, float("-inf"), m_i)
-            l_i = tl.where(first, 0.0, l_i)
-            acc = tl.where(first, 0.0, acc)
-            m_i, l_i, acc = _kv_tile(q, row_mult, m_i, l_i, acc, start + j * BLOCK_N, end, seq_len - Q + qi,
-                                     bt_ptr + b.to(tl.int64) * stride_btb, k_ptr, v_ptr, kvh,
-                                     stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
-                                     D, BLOCK_D, PAGE, BLOCK_N, FP32_DOT, F16_DOTS)
-            if j == tiles - 1:
-                if start < seq_len or start == 0:  # (the merge reads only live splits)
-                    _write(m_i, l_i, acc, v_scale, b, kvh, split, n_splits, out_ptr, part_o_ptr, part_lse_ptr,
-                           stride_ob, stride_oq, stride_oh, HKV, G, Q, D, BLOCK_D, BLOCK_M, SPLIT, EMULATE)
 
 
 @triton.jit

@@ -257,22 +257,18 @@ def _launch(call: _Call, q, k_cache, v_cache, block_table, seq_lens, k_scale, v_
     vs_t = v_scale if isinstance(v_scale, torch.Tensor) else ks_t
     ks = 1.0 if not isinstance(k_scale, (int, float)) else float(k_scale)
     vs = 1.0 if not isinstance(v_scale, (int, float)) else float(v_scale)
-    items = call.batch * call.heads_kv * call.n_splits
-    grid = items
-    if cfg.programs_per_sm:  # persistent programs, each walking items pid, pid + grid, ... (kernel.py)
-        grid = min(items, cfg.programs_per_sm * multiprocessor_count(q.device))
     four = q.dim() == 4
     sq = (q.stride(0), q.stride(1) if four else 0, q.stride(-2))
     so = (out.stride(0), out.stride(1) if four else 0, out.stride(-2))
     args = (q, k_cache, v_cache, block_table, seq_lens, out, part_o, part_lse, ks_t, vs_t, call.scale, ks, vs,
             *sq, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), v_cache.stride(0), v_cache.stride(1),
-            v_cache.stride(2), block_table.stride(0), *so, call.split_tokens, call.n_splits, items)
+            v_cache.stride(2), block_table.stride(0), *so, call.split_tokens, call.n_splits)
     constexprs = {"HKV": call.heads_kv, "G": call.heads_q // call.heads_kv, "Q": call.q_tokens, "D": call.head_dim,
                   "BLOCK_D": call.block_d, "PAGE": call.page, "BLOCK_M": call.block_m, "BLOCK_N": cfg.block_n,
                   "SPLIT": split, "SCALE_FROM_PTR": call.scale_from_ptr, "FP32_DOT": call.fp32_dot,
                   "F16_DOTS": cfg.f16_dots and k_cache.dtype in FP8_KV and q.dtype == torch.bfloat16,
-                  "EMULATE": INTERPRETED, "PERSISTENT": bool(cfg.programs_per_sm)}
-    _MAIN.launch(grid, args, constexprs, cfg.num_warps,
+                  "EMULATE": INTERPRETED}
+    _MAIN.launch(call.batch * call.heads_kv * call.n_splits, args, constexprs, cfg.num_warps,
                  options={"num_stages": cfg.num_stages})
     if split:
         margs = (part_o, part_lse, seq_lens, out, *so, call.split_tokens, call.n_splits)

@@ -50,10 +50,6 @@ class DecodeConfig:
     # conversion, q scaled per row by a power of two into fp16's range, P in fp16) instead of bf16 dots fed by the
     # integer widening (1.01-1.07x at the same tiles, s24: the fp8 rules take it); ignored for other dtypes.
     f16_dots: bool = False
-    # Persistent programs (kernel.py's PERSISTENT; a candidate no rule takes until timed): this many programs an SM,
-    # each walking several (sequence, kv head, split) items in one pipelined loop; 0: a program an item. The split
-    # size, and so every bit of the result, is the same either way.
-    programs_per_sm: int = 0
 
     def __post_init__(self) -> None:
         if self.block_n < 16 or self.block_n & (self.block_n - 1):
@@ -62,17 +58,13 @@ class DecodeConfig:
             raise ValueError(f"config: num_warps must be a power of two from 1 to 16, got {self.num_warps}")
         if not 1 <= self.num_stages <= 6:
             raise ValueError(f"config: num_stages must be in 1..6, got {self.num_stages}")
-        if not 0 <= self.programs_per_sm <= 32:
-            raise ValueError(f"config: programs_per_sm must be in 0..32 (0: a program an item), got "
-                             f"{self.programs_per_sm}")
         if self.waves <= 0 or self.min_split_tokens < 1:
             raise ValueError(f"config: waves and min_split_tokens must be positive, got {self.waves}, "
                              f"{self.min_split_tokens}")
 
     def describe(self) -> str:
         split = "nosplit" if self.min_split_tokens >= NO_SPLIT else f"split>={self.min_split_tokens}x{self.waves:g}w"
-        return (f"n{self.block_n} w{self.num_warps} s{self.num_stages} {split}" + (" f16" if self.f16_dots else "")
-                + (f" persistent{self.programs_per_sm}" if self.programs_per_sm else ""))
+        return f"n{self.block_n} w{self.num_warps} s{self.num_stages} {split}" + (" f16" if self.f16_dots else "")
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,6 @@ partition such a loop for sm_90, so the partitions are written out here:
   (`empty` counts two arrivals). The 128-row tile holds one partial and one accumulator (no spills); the rules
   take it where it needs fewer waves over the SMs (rules.py).
 
-Block scales reach the MMA warpgroups one of two ways. As shipped, each warpgroup loads its step's scale_a rows and
-the tile's scale_b from global memory (a step ahead on the 256-row tile). With LOADER_SCALES (s33, a candidate no
-rule takes until it is timed) the load warp copies them by cp.async into slots beside each stage, on the stage's
-`ready` barrier, and the warpgroups read them from shared memory once the stage is ready: no global load is left
-in their K loop, where ptxas had placed the moves waiting on those loads between a wgmma's instructions.
-
 The arithmetic is the Triton kernel's: per K step of BLOCK_K (128) a fresh partial in the tensor core's precision,
 added into fp32 in K order; the scales of the epilogue (tensor / row) or of each step (block) as there. So both
 kernels give the same bits wherever their K steps agree (the GPU tests compare them). Needs sm_90 and TMA-readable
@@ -31,7 +25,6 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -57,9 +50,7 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, sa_bufs, sb_bufs, sa_ptr, sb_ptr, M, N, K,
-                    stride_sam, stride_sak, stride_sbn, stride_sbk, GROUP_M: gl.constexpr,
-                    LOADER_SCALES: gl.constexpr):
+def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -67,30 +58,13 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready, empty, sa_bufs, sb_bu
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
-    if LOADER_SCALES:
-        # The stage's block scales ride with its operands: scale_a of the tile's rows and scale_b (one value a
-        # step, copied into SUB_M slots so an MMA warpgroup reads it in its row layout) by cp.async, 4 bytes an
-        # element; each lane's copies arrive on the stage's `ready` barrier once they land (its count holds the 32
-        # lanes' arrivals besides the TMA's).
-        lanes: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-        tile_rows = gl.arange(0, BLOCK_M, layout=lanes)
-        sb_slots = gl.zeros([SUB_M], gl.int32, lanes)
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        if LOADER_SCALES:
-            offs_m = pid_m * BLOCK_M + tile_rows
-            sa_rows = sa_ptr + offs_m.to(gl.int64) * stride_sam
-            m_mask = offs_m < M  # rows past M land as zeros (their outputs are clipped by the TMA store)
-            sb_step = sb_ptr + ((pid_n * BLOCK_N) // 128) * stride_sbn + sb_slots
         for ki in range(k_tiles):
             s = count % STAGES
             # Wait until both warpgroups released this stage's previous use (a fresh barrier passes phase 1).
             mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
-            if LOADER_SCALES:
-                async_copy.async_copy_global_to_shared(sa_bufs.index(s), sa_rows + ki * stride_sak, mask=m_mask)
-                async_copy.async_copy_global_to_shared(sb_bufs.index(s), sb_step + ki * stride_sbk)
-                async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
             # Rows and K columns past the edges read as zeros and count toward the transaction bytes.
             mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(a_desc, [pid_m * BLOCK_M, ki * BLOCK_K], ready.index(s), a_bufs.index(s))
@@ -120,10 +94,9 @@ def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m
 
 
 @gluon.jit
-def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr, bias_ptr,
-                   M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk,
-                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                   LOADER_SCALES: gl.constexpr):
+def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                   stride_sam, stride_sak, stride_sbn, stride_sbk,
+                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
@@ -145,7 +118,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_buf
         offs_m1 = offs_m0 + SUB_M
         m_mask0 = offs_m0 < M
         m_mask1 = offs_m1 < M
-        if SCALE == 2 and not LOADER_SCALES:
+        if SCALE == 2:
             # Block scales: scale_a[m, kb] for this warpgroup's rows, scale_b[n // 128, kb] for the tile (BLOCK_N is
             # 32-128 and divides 128, so a tile lies inside one weight block: one value a step). Row pointers once
             # a tile.
@@ -157,8 +130,7 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_buf
         # Block scales: the 256-row tile loads the next K step's scales a step ahead (s30, H100: 1.75-1.87x loading
         # them in the step, whose global-load latency sat between a wgmma and its promotion); the 128-row tile,
         # measured the other way (0.89-1.0x), loads them in the step.
-        # With LOADER_SCALES the load warp brings them into the stage (above) and they are read from there.
-        AHEAD: gl.constexpr = SCALE == 2 and TWO and not LOADER_SCALES
+        AHEAD: gl.constexpr = SCALE == 2 and TWO
         if AHEAD:  # the first step's scales
             any_k = k_tiles > 0
             sb_k = gl.load(sb_tile, mask=any_k, other=0.0)
@@ -171,16 +143,10 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_buf
                 sb_n = gl.load(sb_tile + (ki + 1) * stride_sbk, mask=more, other=0.0)
                 n0 = gl.load(sa_rows0 + (ki + 1) * stride_sak, mask=m_mask0 & more, other=0.0) * sb_n
                 n1 = gl.load(sa_rows1 + (ki + 1) * stride_sak, mask=m_mask1 & more, other=0.0) * sb_n
-            elif SCALE == 2 and not LOADER_SCALES:  # (issued before the waits, so their latency hides behind them)
+            elif SCALE == 2:  # (issued before the waits, so their latency hides behind them)
                 sb_k = gl.load(sb_tile + ki * stride_sbk)
                 s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
-            if LOADER_SCALES:  # the same products as the loads above, from the stage the barrier guards
-                sb_k = sb_bufs.index(s).load(rows)
-                sa_s = sa_bufs.index(s)
-                s0 = sa_s.slice(ROW0, SUB_M).load(rows) * sb_k
-                if TWO:
-                    s1 = sa_s.slice(ROW0 + SUB_M, SUB_M).load(rows) * sb_k
             a_tile = a_bufs.index(s)
             b_t = b_bufs.index(s).permute((1, 0))
             # A fresh partial a step (use_acc=False), complete before it is added: the promotion into fp32.
@@ -218,36 +184,23 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_buf
 def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                          stride_sam, stride_sak, stride_sbn, stride_sbk,
                          SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr,
-                         LOADER_SCALES: gl.constexpr = False):
+                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     gl.static_assert(BLOCK_M == 4 * SUB_M or BLOCK_M == 2 * SUB_M, "two warpgroups of one or two 64-row wgmmas")
-    LOADER: gl.constexpr = LOADER_SCALES and SCALE == 2
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, SUB_M, BLOCK_N], c_desc.layout)  # one per warpgroup
-    if LOADER:  # each stage's scale_a rows and scale_b slots (1.25 KB a stage at 256 rows)
-        flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
-        sa_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], flat)
-        sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, SUB_M], flat)
-    else:  # (never read: placeholders, so the kernel without them is unchanged)
-        sa_bufs = c_bufs
-        sb_bufs = c_bufs
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
-        # The TMA's expect-arrive, and with LOADER the load warp's 32 lanes' cp.async arrivals.
-        mbarrier.init(ready.index(i), count=33 if LOADER else 1)
+        mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr, bias_ptr,
-                          M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M,
-                          LOADER)),
-        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr, bias_ptr,
-                          M, N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M,
-                          LOADER)),
-        (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, sa_bufs, sb_bufs, sa_ptr, sb_ptr, M, N, K,
-                           stride_sam, stride_sak, stride_sbn, stride_sbk, GROUP_M, LOADER)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M)),
+        (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M)),
+        (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])
