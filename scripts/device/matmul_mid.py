@@ -14,7 +14,7 @@ tile at 69.4 us against the rule's 80.8 (128x28672x4096, cuBLAS 67.8): whether a
 wherever its N tiles alone fill the SMs, and what 10240-wide weights take (128x10240x8192 is the sweep's 0.68x).
 --set decode (s33): M = 1 and 16 on the wide weights the s23 sweep has behind cuBLAS (1x28672x4096 0.83x,
 1x10240x8192 0.90x, 16x28672x4096 0.93x). The rules' decode tiles hold 160-192 KB of stages, one program an SM, and
-those weights take 3-7 waves of them, each wave filling its pipeline again: tiles of 72-120 KB let 2-3 programs
+those weights take 3-7 waves of them, each wave filling its pipeline again: tiles of 72-160 KB let 1-3 programs
 share an SM. The decode tuning (h200-tune-matmul.json) timed these tiles only on 4096- and 8192-wide weights.
 """
 
@@ -51,13 +51,13 @@ CLIFF_CANDIDATES = [G(128, 128, 64, 4, 5, 8, persistent=True, tma=False), G(128,
 
 WIDE_SHAPES = [(128, 28672, 4096), (96, 28672, 4096), (65, 28672, 4096), (128, 57344, 8192), (128, 10240, 8192),
                (128, 16384, 4096)]
-WIDE_CANDIDATES = [G(128, 128, 64, 8, 5, 8, persistent=False, tma=False), G(128, 128, 64, 8, 4, 8, persistent=False,
-                                                                           tma=False),
-                   G(128, 128, 128, 8, 3, 8, persistent=False, tma=False),
-                   G(128, 128, 64, 8, 5, 8, persistent=False, tma=True),
-                   G(128, 64, 128, 4, 4, 8, persistent=False, tma=False),
-                   G(128, 64, 64, 4, 4, 8, persistent=False, tma=False),  # (96 KB: two programs an SM)
-                   G(64, 128, 128, 4, 4, 8, persistent=False, tma=False)]
+# (bm, bn, bk, warps, stages, tma); the last one is the s23 rule's tile, the rule itself since s33 the first
+WIDE_CANDIDATES = [G(bm, bn, bk, w, s, 8, persistent=False, tma=t)
+                   for bm, bn, bk, w, s, t in ((128, 128, 64, 8, 5, False), (128, 128, 64, 8, 4, False),
+                                               (128, 128, 128, 8, 3, False), (128, 128, 64, 8, 5, True),
+                                               (128, 64, 128, 4, 4, False),
+                                               (128, 64, 64, 4, 4, False),  # (96 KB: two programs an SM)
+                                               (64, 128, 128, 4, 4, False))]
 
 
 DECODE_SHAPES = [(1, 28672, 4096), (1, 10240, 8192), (1, 57344, 8192), (16, 28672, 4096), (16, 10240, 8192),
