@@ -68,6 +68,9 @@ def test_profile_gpu_ncu(tmp_path):
     # Written lines can still sit in the 60 MB L2 when the kernel ends: DRAM writes may be under the ideal.
     assert ncu["dram_vs_ideal"] < 1.2
     assert "--clock-control none" in ncu["command"]
+    # the warp-state breakdown: this ncu knows the stall metrics, and they split the cycles between issues
+    assert k["stalls"] and k["cycles_per_issue"] > 0, ncu.get("metrics_dropped")
+    assert sum(k["stalls"].values()) == pytest.approx(k["cycles_per_issue"], rel=0.25)
 
 
 @pytest.mark.gpu

@@ -26,6 +26,10 @@ def test_parse_ncu_csv_with_units():
     assert k["registers"] == 32 and k["grid"] == "1,056" and k["occupancy_pct"] == pytest.approx(88.1)
     assert k["tensor_insts"] == 1024 and k["wgmma_insts"] == 0 and k["l2_hit_pct"] == pytest.approx(12.5)
     assert k["tensor_pct"] == 0.0 and "xu_pct" not in k  # a metric the export lacks is left out, not zero
+    # stall reasons: gathered under `stalls`, largest first; a kernel without readings gets none
+    assert list(k["stalls"].items()) == [("long_scoreboard", 5.2), ("wait", 2.0), ("barrier", 0.8)]
+    assert k["cycles_per_issue"] == 8.0 and k["issue_active_pct"] == pytest.approx(42.5)
+    assert "stalls" not in rows[1] and rows[1]["cycles_per_issue"] is None
     nanos = P.parse_ncu_csv(NCU_CSV.replace('"usecond"', '"nsecond"'))
     assert nanos[1]["time_us"] == pytest.approx(2.1)  # "2,100" ns with a thousands separator
     # ncu 2025.3's short units: "ms" (an attention kernel's 1.6 ms), "MB"
@@ -94,7 +98,21 @@ def test_ncu_command_never_touches_clocks(tmp_path):
     cmd = P.ncu_command("/usr/bin/ncu", tmp_path / "ncu", ["ncu", "rmsnorm", "ridgeline", "8x64", "bf16", ""])
     assert cmd[:3] == ["/usr/bin/ncu", "--clock-control", "none"]
     assert "--profile-from-start" in cmd and cmd[cmd.index("--profile-from-start") + 1] == "off"
-    assert "dram__bytes_read.sum" in cmd[cmd.index("--metrics") + 1]
+    metrics = cmd[cmd.index("--metrics") + 1]
+    assert "dram__bytes_read.sum" in metrics
+    assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in metrics
+
+
+def test_stalls_table_names_the_largest_reasons():
+    from ridgeline.report import tables as T
+
+    rows = P.parse_ncu_csv(NCU_CSV.replace("2,100", "2.1"))
+    t = T.stalls_table({"ncu": P.summarize_ncu(rows, ideal_bytes=None)}, top=2)
+    assert len(t.rows) == 1  # the kernel without stall readings has no row
+    name, busy, cycles, reasons = (c.text for c in t.rows[0])
+    assert name == "_rms_norm_kernel" and cycles == "8.00" and "42" in busy
+    assert reasons == "long_scoreboard 5.20 (65%), wait 2.00 (25%)"
+    assert T.stalls_table({}).rows == []
 
 
 def test_summarize_trace(tmp_path):

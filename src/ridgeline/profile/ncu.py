@@ -37,6 +37,20 @@ NCU_COMPUTE_METRICS = {
     "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active": "xu_pct",
     "lts__t_sector_hit_rate.pct": "l2_hit_pct",
 }
+# Why warps did not issue: the WarpStateStats section's breakdown of the cycles between two issued instructions
+# of one warp, by stall reason (ncu's Profiling Guide names each). Optional like the compute metrics; a reason this
+# ncu lacks is dropped. `cycles_per_issue` is the sum the reasons split, `issue_active_pct` how often a scheduler
+# issued at all: only where it is well under 100 % do the stalls explain the time.
+STALL_REASONS = (
+    "barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
+    "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
+    "short_scoreboard", "sleeping", "tex_throttle", "wait",
+)
+NCU_STALL_METRICS = {
+    "smsp__average_warps_active_per_issue_active.ratio": "cycles_per_issue",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue_active_pct",
+} | {f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio": f"stall_{r}" for r in STALL_REASONS}
+_OPTIONAL = NCU_COMPUTE_METRICS | NCU_STALL_METRICS
 _COUNTS = ("registers", "wgmma_insts", "tensor_insts")
 _UNIT_SCALE = {
     "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
@@ -51,7 +65,7 @@ _UNIT_SCALE = {
 
 def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str],
                 metrics: Sequence[str] | None = None) -> list[str]:
-    names = list(NCU_METRICS) + list(NCU_COMPUTE_METRICS) if metrics is None else list(metrics)
+    names = list(NCU_METRICS) + list(_OPTIONAL) if metrics is None else list(metrics)
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
             "--metrics", ",".join(names), "--export", str(report_base), "--force-overwrite",
             sys.executable, "-c", CHILD_CODE, *child_argv]
@@ -62,7 +76,7 @@ def unknown_metrics(output: str, asked: Sequence[str]) -> list[str]:
     none; nothing where the failure is not about a metric (no permission, a crash: one run reports that)."""
     if "metric" not in output.lower():
         return []
-    optional = [m for m in asked if m in NCU_COMPUTE_METRICS]
+    optional = [m for m in asked if m in _OPTIONAL]
     named = [m for m in optional if m.split(".")[0] in output]
     return named or optional
 
@@ -96,15 +110,22 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
             return row[i] if i is not None and i < len(row) else ""
 
         k: dict[str, Any] = {"name": get("Kernel Name") or get("Function Name") or "?"}
-        for metric, key in (NCU_METRICS | NCU_COMPUTE_METRICS).items():
+        stalls: dict[str, float] = {}
+        for metric, key in (NCU_METRICS | _OPTIONAL).items():
             if metric not in col:
                 continue
             raw = get(metric)
             if key in ("grid", "block"):
                 k[key] = raw or None
+                continue
+            v = _number(raw, units[col[metric]])
+            if key.startswith("stall_"):
+                if v is not None:
+                    stalls[key.removeprefix("stall_")] = v
             else:
-                v = _number(raw, units[col[metric]])
                 k[key] = int(v) if key in _COUNTS and v is not None else v
+        if stalls:  # largest first: the table and a reader want the top reasons
+            k["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
         out.append(k)
     return out
 
@@ -117,7 +138,7 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / "ncu"
     child = ["ncu", op, impl, "x".join(map(str, shape)), dtype_name, variant]
-    asked = list(NCU_METRICS) + list(NCU_COMPUTE_METRICS)
+    asked = list(NCU_METRICS) + list(_OPTIONAL)
     dropped: list[str] = []
     log = ""
     rep = Path(f"{base}.ncu-rep")

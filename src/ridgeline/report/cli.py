@@ -189,7 +189,8 @@ def profile_command(
     console.print(f"[bold]{_esc(T.profile_title(prof))}[/]")
     if prof.get("launch"):
         console.print("launch: " + ", ".join(f"{k} {v}" for k, v in prof["launch"].items()))
-    for t in (T.compile_table(prof), T.sass_table(prof), T.loops_table(prof), T.ncu_table(prof), T.kineto_table(prof)):
+    for t in (T.compile_table(prof), T.sass_table(prof), T.loops_table(prof), T.ncu_table(prof),
+              T.stalls_table(prof), T.kineto_table(prof)):
         if t.rows:
             console.print(rich_table(t))
     for c in prof.get("collected") or []:

@@ -65,7 +65,8 @@ def profiles_html(record: dict[str, Any]) -> str:
         if p.get("command"):
             out.append(f"<pre>{escape(str(p['command']))}</pre>")
         out.append(f'<p class="caption">{escape(T.profile_summary(p))}</p>')
-        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.kineto_table(p)):
+        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.stalls_table(p),
+                  T.kineto_table(p)):
             out.append(table_html(t, "h4"))
         missing = [f"{x.get('what')}: {x.get('why')}" for x in items(p.get("not_collected"))]
         if missing:

@@ -66,7 +66,8 @@ def profiles_md(record: dict[str, Any]) -> str:
         if p.get("command"):
             out.append(f"`{p['command']}`\n")
         out.append(_cell(T.profile_summary(p)) + "\n")
-        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.kineto_table(p)):
+        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.stalls_table(p),
+                  T.kineto_table(p)):
             md = table_md(t, "####")
             if md:
                 out.append(md)

@@ -373,6 +373,29 @@ def ncu_table(p: dict[str, Any]) -> Table:
                                     "registers"], rows, {1, 2, 3, 4, 5, 6, 7, 8}, cap)
 
 
+def stalls_table(p: dict[str, Any], top: int = 5) -> Table:
+    """Why each kernel's warps waited: ncu's cycles between two issues of one warp, split by stall reason (the
+    largest few, with their share). Read it where the schedulers issue well under every cycle."""
+    ncu = p.get("ncu") if isinstance(p.get("ncu"), dict) else {}
+    rows = []
+    for k in _dicts(ncu.get("kernels")):
+        stalls = mapping(k.get("stalls"))
+        if not stalls:
+            continue
+        total = num(k.get("cycles_per_issue")) or sum(v for v in stalls.values() if num(v) is not None) or None
+        parts = []
+        for reason, v in list(stalls.items())[:top]:
+            x = num(v)
+            if x is None:
+                continue
+            share = f" ({x / total:.0%})" if total else ""
+            parts.append(f"{reason} {x:.2f}{share}")
+        rows.append([Cell(str(k.get("name", "?"))), _pct_cell(k.get("issue_active_pct")),
+                     Cell.number(total, f"{total:.2f}" if total else DASH), Cell(", ".join(parts) or DASH)])
+    return Table("Warp stalls (Nsight Compute)", ["kernel", "issue slots busy", "cycles per issue per warp",
+                                                  "largest stall reasons (cycles per issue)"], rows, {1, 2})
+
+
 def _pct_cell(v: Any) -> Cell:
     x = num(v)
     return Cell.number(v, fmt_pct(x / 100) if x is not None else DASH)
