@@ -39,6 +39,40 @@ def _load(run: str) -> Any:
         _fail(str(e))
 
 
+def _profile_file(arg: str) -> dict[str, Any] | None:
+    """The profile in a `ridgeline profile --json` file, else None (a run record, a run id, a broken file: those
+    are for resolve_run to load or refuse)."""
+    from ridgeline.report.profile_diff import is_profile
+
+    p = Path(arg).expanduser()
+    if not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if is_profile(data) else None
+
+
+def _compare_profiles(base: str, new: str, json_out: Path | None) -> bool:
+    """Two profiles side by side; False where neither argument is a profile (then the runs are compared)."""
+    from ridgeline.report.profile_diff import profile_diff_table
+
+    pb, pn = _profile_file(base), _profile_file(new)
+    if pb is None and pn is None:
+        return False
+    if pb is None or pn is None:
+        _fail(f"compare: {new if pb is not None else base} is not a profile (`ridgeline profile --json`) but the "
+              "other argument is; compare two profiles or two runs")
+    t = profile_diff_table(pb, pn)
+    console.print(rich_table(t))
+    if json_out is not None:
+        rows = [dict(zip(t.headers, (c.text for c in r), strict=True)) for r in t.rows]
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"title": t.title, "caption": t.caption, "rows": rows}, indent=1) + "\n")
+    return True
+
+
 def rich_table(t: Table) -> RichTable:
     """A report table (ridgeline.report.tables.Table) as a Rich table."""
     style = {"best": "bold", "bad": "bold red", "warn": "yellow", "good": "green", "struck": "strike dim"}
@@ -90,8 +124,8 @@ def _ratio_text(r: float | None) -> str:
 
 
 def compare_command(
-    base: Annotated[str, typer.Argument(help="baseline run: JSON file or run id")],
-    new: Annotated[str, typer.Argument(help="new run: JSON file or run id")],
+    base: Annotated[str, typer.Argument(help="baseline run: JSON file or run id (or a `profile --json` file)")],
+    new: Annotated[str, typer.Argument(help="new run: JSON file or run id (or a `profile --json` file)")],
     threshold: Annotated[str, typer.Option(help="changes within ±threshold count as SAME (2% or 0.02)")] = "2%",
     fail_on_slower: Annotated[bool, typer.Option("--fail-on-slower", help="exit 1 if any case is SLOWER")] = False,
     resamples: Annotated[int, typer.Option(help="bootstrap resamples")] = 2000,
@@ -99,7 +133,8 @@ def compare_command(
     seed: Annotated[int, typer.Option(help="bootstrap seed (fixed: same inputs, same answer)")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the comparison as JSON")] = None,
 ) -> None:
-    """Compare two runs case by case: NEW/BASE median ratio, bootstrap CI, verdict FASTER/SLOWER/SAME/UNCLEAR."""
+    """Compare two runs case by case: NEW/BASE median ratio, bootstrap CI, verdict FASTER/SLOWER/SAME/UNCLEAR.
+    Two profiles: their main kernels metric by metric (ncu, registers, loop length, warp stalls)."""
     from ridgeline.harness.compare import compare_runs, parse_threshold
 
     try:
@@ -110,6 +145,8 @@ def compare_command(
         _fail(f"--confidence: expected a fraction between 0 and 1, got {confidence}")
     if resamples < 100:
         _fail(f"--resamples: expected at least 100, got {resamples}")
+    if _compare_profiles(base, new, json_out):
+        return
     cmp = compare_runs(_load(base), _load(new), t, resamples, confidence, seed)
     if not cmp.rows:
         _fail(f"compare: {base} and {new} have no measurement in common (same op, impl, shape, dtype, variant and "

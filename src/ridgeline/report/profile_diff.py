@@ -1,0 +1,116 @@
+"""Two profiles side by side (`ridgeline compare A.json B.json` where both are `ridgeline profile --json` files):
+the step after "profile before and after". The main kernel of each (the one Nsight Compute timed longest, else the
+first compiled one) is set against the other's, metric by metric: time, DRAM traffic, pipes, occupancy, registers,
+the K loop's length, and the warp-stall reasons that changed most. A profile is one call under ncu with caches
+flushed, so its time is a hint for where to look, not a benchmark: `bench` and `compare` of runs decide speed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ridgeline.report.data import mapping, num
+from ridgeline.report.tables import DASH, Cell, Table
+
+PROFILE_SCHEMA_PREFIX = "ridgeline.profile/"
+
+# (key in the ncu kernel dict, label, how to show it): "ratio" rows get NEW/BASE, "points" rows a difference
+_NCU_ROWS = (
+    ("time_us", "kernel time under ncu (µs)", "ratio"),
+    ("dram_bytes_read", "DRAM read (MB)", "ratio"),
+    ("dram_bytes_write", "DRAM write (MB)", "ratio"),
+    ("dram_pct", "DRAM % of peak", "points"),
+    ("sm_pct", "SM % of peak", "points"),
+    ("tensor_pct", "tensor pipe busy %", "points"),
+    ("occupancy_pct", "achieved occupancy %", "points"),
+    ("l2_hit_pct", "L2 hit %", "points"),
+    ("issue_active_pct", "issue slots busy %", "points"),
+    ("cycles_per_issue", "cycles per issue per warp", "ratio"),
+    ("wgmma_insts", "wgmma instructions", "ratio"),
+)
+_COMPILE_ROWS = (
+    ("registers", "registers a thread", "ratio"),
+    ("spill_stores_bytes", "spill stores (B)", "ratio"),
+    ("shared_bytes", "shared memory (B)", "ratio"),
+)
+
+_COUNT_KEYS = {"wgmma_insts", "registers", "spill_stores_bytes", "shared_bytes", "loop"}
+
+
+def is_profile(data: Any) -> bool:
+    return isinstance(data, dict) and str(data.get("schema", "")).startswith(PROFILE_SCHEMA_PREFIX)
+
+
+def _dicts(v: Any) -> list[dict[str, Any]]:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def main_kernels(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The profile's main kernel: its ncu row (the longest) and its compile facts (same name, else the first)."""
+    ncu = _dicts(mapping(p.get("ncu")).get("kernels"))
+    timed = max(ncu, key=lambda k: num(k.get("time_us")) or 0.0, default={})
+    compiled = _dicts(p.get("kernels"))
+    name = timed.get("name")
+    facts = next((k for k in compiled if name and k.get("name") and str(k["name"]) in str(name)), None)
+    return timed, facts or (compiled[0] if compiled else {})
+
+
+def _loop_instructions(facts: dict[str, Any]) -> float | None:
+    # the longest loop body: the K loop of a GEMM or attention kernel
+    loops = _dicts(mapping(facts.get("sass")).get("loops"))
+    return max((num(lp.get("instructions")) or 0.0 for lp in loops), default=None) or None
+
+
+def _fmt(key: str, v: float | None) -> str:
+    if v is None:
+        return DASH
+    if key.startswith("dram_bytes"):
+        return f"{v / 1e6:,.1f}"
+    if key in _COUNT_KEYS or abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def _row(label: str, key: str, base: float | None, new: float | None, how: str) -> list[Cell]:
+    if base is None or new is None:
+        change = DASH
+    elif how == "points":
+        change = f"{new - base:+.1f} points"
+    else:
+        change = f"{new / base:.3f}x" if base else DASH
+    return [Cell(label), Cell.number(base, _fmt(key, base)), Cell.number(new, _fmt(key, new)), Cell(change)]
+
+
+def _stall_reasons(b: dict[str, Any], n: dict[str, Any], top: int) -> list[str]:
+    # the reasons largest in either profile, ordered by how much they moved
+    sb, sn = mapping(b.get("stalls")), mapping(n.get("stalls"))
+    keys = list(dict.fromkeys(list(sb)[:top] + list(sn)[:top]))
+    return sorted(keys, key=lambda r: -abs((num(sn.get(r)) or 0.0) - (num(sb.get(r)) or 0.0)))
+
+
+def profile_diff_table(base: dict[str, Any], new: dict[str, Any], top_stalls: int = 6) -> Table:
+    """One row per metric of the two main kernels: BASE, NEW, and the change."""
+    bn, bf = main_kernels(base)
+    nn, nf = main_kernels(new)
+    rows = [_row(label, key, num(bn.get(key)), num(nn.get(key)), how) for key, label, how in _NCU_ROWS
+            if bn.get(key) is not None or nn.get(key) is not None]
+    rows += [_row(label, key, num(bf.get(key)), num(nf.get(key)), how) for key, label, how in _COMPILE_ROWS
+             if bf.get(key) is not None or nf.get(key) is not None]
+    lb, ln = _loop_instructions(bf), _loop_instructions(nf)
+    if lb is not None or ln is not None:
+        rows.append(_row("instructions in the longest loop", "loop", lb, ln, "ratio"))
+    sb, sn = mapping(bn.get("stalls")), mapping(nn.get("stalls"))
+    for r in _stall_reasons(bn, nn, top_stalls):
+        b, n = num(sb.get(r)), num(sn.get(r))
+        rows.append(_row(f"stall: {r} (cycles per issue)", r, b, n, "ratio" if b else "points"))
+    title = f"{profile_label(new)} (NEW) against {profile_label(base)} (BASE)"
+    names = f"main kernels: {bn.get('name') or bf.get('name') or '?'} / {nn.get('name') or nf.get('name') or '?'}"
+    cap = (f"{names}. ncu times one call with caches flushed: a hint for where time went, not a benchmark "
+           "(bench and compare runs for that).")
+    return Table(title, ["metric", "BASE", "NEW", "change"], rows, {1, 2}, cap)
+
+
+def profile_label(p: dict[str, Any]) -> str:
+    shape = p.get("shape")
+    shape_text = "x".join(map(str, shape)) if isinstance(shape, list) else str(shape or "?")
+    variant = f" {p['variant']}" if p.get("variant") else ""
+    return f"{p.get('op', '?')} / {p.get('impl', '?')} {shape_text} {p.get('dtype', '')}{variant}".strip()
