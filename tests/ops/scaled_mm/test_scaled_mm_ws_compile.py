@@ -52,3 +52,22 @@ def test_ws_kernel_narrow_tiles_compile_without_spills(triton_path):
         assert r["shared"] <= 227 * 1024, (name, r)
         assert r["sass"]["QGMMA"] >= 4 and r["sass"]["UTMASTG"] >= 1, (name, r["sass"])
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("triton_path", ["this", "oldest"])
+def test_ws_pipelined_tile_keeps_a_wgmma_in_flight(triton_path):
+    """The 128-row tile with two partials (`ws_pipeline`): ptxas must keep one wgmma outstanding while the other
+    partial is promoted (a `WARPGROUP.DEPBAR.LE gsb0, 0x1` in the loop). Where it cannot (in-flight accumulator
+    registers touched, too few registers) it serializes every wgmma with a wait for zero: the tile is then just
+    slower. No spills in any mode."""
+    results = compile_in_child(
+        "ridgeline.ops.scaled_mm.launch_ws",
+        "[{k: v for k, v in r.items() if k != 'sass_text'} | "
+        "{'wait1': r['sass_text'].count('WARPGROUP.DEPBAR.LE gsb0, 0x1')} "
+        "for r in (compile_for_sm90(s, 4, False, 128, block_n=n, pipeline=True, keep_sass=True) "
+        "for s in (0, 1, 2) for n in (128, 64))]", triton_path)
+    names = [f"{m}-{n}" for m in ("tensor", "row", "block") for n in (128, 64)]
+    for name, r in zip(names, results, strict=True):
+        assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
+        assert r["wait1"] >= 2, (name, r)  # each trip's two waits leave the other partial's wgmma in flight

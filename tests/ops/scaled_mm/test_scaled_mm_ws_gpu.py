@@ -25,6 +25,8 @@ TRITON = TileConfig(256, 128, 128, 8, 8, 4)
 WS = replace(TRITON, warp_specialized=True)
 WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
 WS128_N64, WS128_N32 = replace(WS128, block_n=64, num_stages=6), replace(WS128, block_n=32, num_stages=6)  # (s31)
+# (s34) the next K step's wgmma in flight during the promotion: two partials, odd and even K-step tails
+WS128P, WS128P_N64 = replace(WS128, ws_pipeline=True), replace(WS128_N64, ws_pipeline=True)
 
 
 def _inputs(shape, variant, seed=0):
@@ -37,14 +39,15 @@ def _run(inputs, cfg):
 
 
 MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
-              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"))]
+              for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"),
+                                 (WS128P, "128p"), (WS128P_N64, "128x64p"))]
 
 
 @needs_sm90
 @pytest.mark.parametrize(("mode", "tile"), [(m, t) for m, t, _ in MODE_TILES],
                          ids=[f"{m}-{n}" for m, _, n in MODE_TILES])
 @pytest.mark.parametrize("shape", [(1000, 1032, 1040), (256, 128, 128), (1, 136, 4096), (513, 4104, 640),
-                                   (2049, 4096, 4096), (300, 8, 256)])
+                                   (2049, 4096, 4096), (300, 8, 256), (130, 264, 384)])
 def test_ws_matches_float64(mode, shape, tile):
     inputs = _inputs(shape, mode)
     # Poison: a freed NaN block of the output's size, which the caching allocator hands to the output next.
@@ -78,7 +81,7 @@ def test_ws_gives_the_triton_kernels_bits(mode, shape):
     whichever tile."""
     inputs = _inputs(shape, mode, seed=1)
     want = _run(inputs, TRITON)
-    for tile in (WS, WS128, WS128_N64, WS128_N32):
+    for tile in (WS, WS128, WS128_N64, WS128_N32, WS128P, WS128P_N64):
         assert torch.equal(_run(inputs, tile), want), tile.describe()
 
 

@@ -30,6 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
     tma,
     warpgroup_mma,
+    warpgroup_mma_init,
     warpgroup_mma_wait,
 )
 
@@ -94,9 +95,90 @@ def _store_rows(acc, c_desc, c_buf, sa_ptr, sb_ptr, bias_ptr, row0, col0, offs_m
 
 
 @gluon.jit
+def _step_scale(sa_rows, sb_tile, m_mask, ki, stride_sak, stride_sbk, SCALE: gl.constexpr):
+    # block scales: this warpgroup's rows' scale_a times the tile's scale_b for K step ki (else unused: 1)
+    if SCALE == 2:
+        sk = gl.load(sa_rows + ki * stride_sak, mask=m_mask, other=0.0) * gl.load(sb_tile + ki * stride_sbk)
+    else:
+        sk = gl.full(m_mask.shape, 1.0, gl.float32, m_mask.type.layout)
+    return sk
+
+
+@gluon.jit
+def _promote(acc, part, sk, SCALE: gl.constexpr):
+    if SCALE == 2:
+        acc = acc + part * sk[:, None]
+    else:
+        acc = acc + part
+    return acc
+
+
+@gluon.jit
+def _issue(a_bufs, b_bufs, ready, part, count, ROW0: gl.constexpr):
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    SUB: gl.constexpr = part.type.shape[0]
+    s = count % STAGES
+    mbarrier.wait(ready.index(s), (count // STAGES) & 1)
+    return warpgroup_mma(a_bufs.index(s).slice(ROW0, SUB), b_bufs.index(s).permute((1, 0)), part, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile, m_mask, count, k_tiles,
+                     stride_sak, stride_sbk, ROW0: gl.constexpr, SCALE: gl.constexpr):
+    # One tile's K loop with two partials (128-row tiles: one accumulator and two partials fit the registers):
+    # step k+1's wgmma is issued before step k's is waited on and promoted, so a warpgroup's own next wgmma
+    # queues behind the other warpgroup's while it promotes. Two steps a trip with no branch inside, so each
+    # partial keeps its registers (ptxas serializes wgmmas whose accumulators are copied in flight); the last one
+    # or two steps after the loop. Block scales are loaded at the top of a trip, before its wgmmas (loaded
+    # between a wait and its promotion, ptxas spilled in-flight accumulators). The same K order and promotion as
+    # the plain loop: the same bits.
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    if k_tiles > 0:
+        pa_acc = _issue(a_bufs, b_bufs, ready, pa, count, ROW0)  # step 0, in flight into the loop
+        for t in range((k_tiles - 1) // 2):
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
+            sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
+            pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
+            pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))  # the older one complete
+            mbarrier.arrive(empty.index(count % STAGES), count=1)
+            acc = _promote(acc, pa, sk0, SCALE)
+            # (a no-op wait: one wgmma is outstanding) that orders the promotion before pa's next wgmma; left to
+            # itself LLVM sank the FFMAs below it and ptxas serialized every wgmma
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            pa_acc = _issue(a_bufs, b_bufs, ready, pa, count + 2, ROW0)
+            pb, pa = warpgroup_mma_wait(num_outstanding=1, deps=(pb, pa_acc))
+            mbarrier.arrive(empty.index((count + 1) % STAGES), count=1)
+            acc = _promote(acc, pb, sk1, SCALE)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # pb's promotion before its next wgmma
+            pa_acc = warpgroup_mma_init(pa)  # still in flight: the next wait completes it
+            count += 2
+        last = k_tiles - 1
+        if k_tiles % 2 == 0:  # two steps left: the one in flight and the last
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last - 1, stride_sak, stride_sbk, SCALE)
+            sk1 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+            pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
+            pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))
+            mbarrier.arrive(empty.index(count % STAGES), count=1)
+            acc = _promote(acc, pa, sk0, SCALE)
+            pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
+            mbarrier.arrive(empty.index((count + 1) % STAGES), count=1)
+            acc = _promote(acc, pb, sk1, SCALE)
+            count += 2
+        else:
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+            pa = warpgroup_mma_wait(num_outstanding=0, deps=(pa_acc,))
+            mbarrier.arrive(empty.index(count % STAGES), count=1)
+            acc = _promote(acc, pa, sk0, SCALE)
+            count += 1
+    return acc, count
+
+
+@gluon.jit
 def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                    stride_sam, stride_sak, stride_sbn, stride_sbk,
-                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr):
+                   HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
+                   PIPELINE: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
@@ -111,6 +193,11 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     part = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+    PIPE: gl.constexpr = PIPELINE and not TWO
+    if PIPE:
+        nxt = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout)
+    else:
+        nxt = part
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
@@ -118,6 +205,8 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
         offs_m1 = offs_m0 + SUB_M
         m_mask0 = offs_m0 < M
         m_mask1 = offs_m1 < M
+        sa_rows0 = sa_ptr
+        sb_tile = sb_ptr
         if SCALE == 2:
             # Block scales: scale_a[m, kb] for this warpgroup's rows, scale_b[n // 128, kb] for the tile (BLOCK_N is
             # 32-128 and divides 128, so a tile lies inside one weight block: one value a step). Row pointers once
@@ -136,7 +225,10 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
             sb_k = gl.load(sb_tile, mask=any_k, other=0.0)
             s0 = gl.load(sa_rows0, mask=m_mask0 & any_k, other=0.0) * sb_k
             s1 = gl.load(sa_rows1, mask=m_mask1 & any_k, other=0.0) * sb_k
-        for ki in range(k_tiles):
+        if PIPE:  # (128-row tiles) the next step's wgmma in flight while this one is promoted
+            acc0, count = _pipelined_steps(a_bufs, b_bufs, ready, empty, acc0, part, nxt, sa_rows0, sb_tile, m_mask0,
+                                           count, k_tiles, stride_sak, stride_sbk, ROW0, SCALE)
+        for ki in range(0 if PIPE else k_tiles):
             s = count % STAGES
             if AHEAD:  # the next step's: their latency runs under this step's wgmmas
                 more = ki + 1 < k_tiles
@@ -184,7 +276,8 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
 def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                          stride_sam, stride_sak, stride_sbn, stride_sbk,
                          SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                         STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr,
+                         PIPELINE: gl.constexpr = False):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -199,8 +292,8 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
         (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -52,6 +52,8 @@ class TileConfig:
     # Its registers a thread after the hand-over: (MMA warpgroups, load warp's warpgroup); 2 x 128 x mma + 128 x
     # load must fit an SM's 64K. ptxas places the spills by this split, not by the MMA side alone (rules below).
     ws_regs: tuple[int, int] = WS_REGS
+    # 128-row Gluon tiles: the next K step's wgmma issued before this one's promotion (two partials live)
+    ws_pipeline: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -77,7 +79,7 @@ class TileConfig:
         regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != WS_REGS else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
-                f"{' ws' if self.warp_specialized else ''}{regs}")
+                f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}")
 
 
 @dataclass(frozen=True)
