@@ -138,6 +138,12 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
                              (768, 4096, 4096), (1024, 28672, 4096), (2049, 4096, 4096), (8192, 8192, 8192))}
     assert block == {65: 128, 128: 128, 200: 256, 256: 256, 300: 128, 384: 128, 400: 256, 600: 128, 768: 256,
                      1024: 256, 2049: 256, 8192: 256}
+    # (s34) by waves too below 1024 rows, and from 129 rows the pipelined 5-stage form of the 128-row tile
+    big = config_for(768, 8192, 8192, "block", interpreted=False, ws=True)
+    assert big.block_m == 128 and big.ws_pipeline and big.num_stages == 5
+    assert config_for(300, 8192, 8192, "block", interpreted=False, ws=True).ws_pipeline
+    assert not config_for(128, 4096, 14336, "block", interpreted=False, ws=True).ws_pipeline
+    assert not config_for(4096, 4096, 4096, "row", interpreted=False, ws=True).ws_pipeline
     assert rows(640, 28672) == 128
     assert [rows(m, n) for m, n in ((1100, 6144), (4096, 4096), (2048, 4096), (512, 6144), (256, 10240),
                                     (8192, 6144), (1024, 28672))] == [256] * 7

@@ -123,16 +123,17 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _waves(c: Call, block_m: int, block_n: int) -> int:
+    return _cdiv(_cdiv(c.m, block_m) * _cdiv(c.n, block_n), c.sms)
+
+
 def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
     the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
     It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
     (h100-fp8-ws-s30-s33.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
     640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
-    def waves(rows: int) -> int:
-        return _cdiv(_cdiv(c.m, rows) * _cdiv(c.n, cfg.block_n), c.sms)
-
-    return WS_TILE_128 if 0.55 * waves(128) < waves(256) else cfg
+    return WS_TILE_128 if 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n) else cfg
 
 
 def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
@@ -142,9 +143,16 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     us), 1.26x at 65; the 256-row tile 1.04-1.12x where the padding is equal (200, 256, 400 rows), level at 512 and
     768, and 1.10-1.11x from 1024 rows (8192^3, 1024x28672x4096), where its better efficiency outweighs a last tile
     row's padding. (Row scales follow the waves instead, `fewer_waves`: their 128-row tile paid at 129 rows and lost
-    at 1100.)"""
-    if c.m < 1024 and _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256:
-        return WS_TILE_128
+    at 1100.)
+    Since s34 also where it takes fewer waves as `fewer_waves` counts them, and from 129 rows in its pipelined form
+    (`WS_TILE_128_PIPELINED`). H100 (h100-fp8-ws-s34.json, interleaved, the same bits): the pipelined 5-stage
+    tile against the plain 4-stage one at the rule's 128-row shapes 300x28672x4096 107.1 / 108.6 us, 384x6144x4096
+    27.7 / 31.6, 600x28672x4096 133.9 / 138.6; by waves 768x8192x8192 91.3 against 119.3 on 256 rows; where both
+    criteria keep 256 rows that tile was the fastest or level (200 and 256 x 28672 x 4096, 400 and 512 x 6144 x
+    4096)."""
+    fewer_rows = _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256
+    if c.m < 1024 and (fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n)):
+        return WS_TILE_128 if c.m <= 128 else WS_TILE_128_PIPELINED
     return cfg
 
 
@@ -189,6 +197,10 @@ def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
 WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
 # Its 128-row tile (one 64-row wgmma a warpgroup: one partial and one accumulator, no spills), 4 stages.
 WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 4, warp_specialized=True)
+# Its pipelined form (the next K step's wgmma in flight during the promotion: two partials), 5 stages: block scales
+# from 129 rows where the 128-row tile is taken (`fewer_padded_rows`). (At 65-128 rows the narrowed N tiles ran
+# 0.96-1.0x pipelined, h100-fp8-ws-s34.json.)
+WS_TILE_128_PIPELINED = replace(WS_TILE_128, num_stages=5, ws_pipeline=True)
 # Block scales on the 256-row tile, 4 stages (its scales a step ahead, kernel_ws.py). (The 224 / 56 register split
 # compiles it without spills but ran 0.94-0.97x at 7 of 8 shapes on an H100, h100-fp8-ws-s30-s33.json run s31a.)
 WS_TILE_BLOCK = TileConfig(256, 128, 128, 8, 8, 4, warp_specialized=True)
@@ -217,9 +229,9 @@ GEMM_RULES: tuple[Rule, ...] = (
     # 65-768 rows (runs s30q, s30s): 1.02-2.11x the deferred Triton tiles (65x6144x4096 16.9 vs 21.6 us on 128
     # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
-         "warpgroups that promote in turn, scales a step ahead), 128x128 where it pads fewer rows below 1024: "
-         "1.75-1.87x s24's, 1.02-2.9x the Triton tiles (H100, s30); its N narrowed to fill one wave at 65-128 rows "
-         "(s32)", modes=("block",), ws=True, adjust=fewer_padded_rows_one_wave),
+         "warpgroups that promote in turn, scales a step ahead), 128x128 where it pads fewer rows or takes fewer "
+         "waves below 1024 (pipelined from 129 rows, s34): 1.75-1.87x s24's, 1.02-2.9x the Triton tiles (H100, "
+         "s30); its N narrowed to fill one wave at 65-128 rows (s32)", modes=("block",), ws=True, adjust=fewer_padded_rows_one_wave),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
