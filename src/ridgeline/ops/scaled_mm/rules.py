@@ -231,7 +231,8 @@ GEMM_RULES: tuple[Rule, ...] = (
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
          "warpgroups that promote in turn, scales a step ahead), 128x128 where it pads fewer rows or takes fewer "
          "waves below 1024 (pipelined from 129 rows, s34): 1.75-1.87x s24's, 1.02-2.9x the Triton tiles (H100, "
-         "s30); its N narrowed to fill one wave at 65-128 rows (s32)", modes=("block",), ws=True, adjust=fewer_padded_rows_one_wave),
+         "s30); its N narrowed to fill one wave at 65-128 rows (s32)", modes=("block",), ws=True,
+         adjust=fewer_padded_rows_one_wave),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
          adjust=fill_the_gpu),
