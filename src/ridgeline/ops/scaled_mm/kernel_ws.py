@@ -13,7 +13,9 @@ partition such a loop for sm_90, so the partitions are written out here:
   partial, each added (scaled, for block scales) into its fp32 accumulator once complete: while one warpgroup
   adds, the other's wgmma keeps the tensor core busy. A stage is released when both warpgroups are done with it
   (`empty` counts two arrivals). The 128-row tile holds one partial and one accumulator (no spills); the rules
-  take it where it needs fewer waves over the SMs (rules.py).
+  take it where it needs fewer waves over the SMs (rules.py). Its pipelined form (PIPELINE, s34) holds two
+  partials and issues step k+1's wgmma before promoting step k's, so a warpgroup's own next wgmma waits on the
+  tensor core during its promotion (`_pipelined_steps`).
 
 The arithmetic is the Triton kernel's: per K step of BLOCK_K (128) a fresh partial in the tensor core's precision,
 added into fp32 in K order; the scales of the epilogue (tensor / row) or of each step (block) as there. So both
