@@ -144,6 +144,9 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
     assert config_for(300, 8192, 8192, "block", interpreted=False, ws=True).ws_pipeline
     assert not config_for(128, 4096, 14336, "block", interpreted=False, ws=True).ws_pipeline
     assert not config_for(4096, 4096, 4096, "row", interpreted=False, ws=True).ws_pipeline
+    # a 128-row block tile narrowed to fill one wave runs plain (200 rows x 2048: 2 x 32 tiles of 64 columns)
+    narrow = config_for(200, 2048, 4096, "block", interpreted=False, ws=True)
+    assert narrow.block_m == 128 and narrow.block_n < 128 and not narrow.ws_pipeline
     assert rows(640, 28672) == 128
     assert [rows(m, n) for m, n in ((1100, 6144), (4096, 4096), (2048, 4096), (512, 6144), (256, 10240),
                                     (8192, 6144), (1024, 28672))] == [256] * 7

@@ -189,7 +189,8 @@ def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
     bn = cfg.block_n
     while bn > 32 and _cdiv(c.m, cfg.block_m) * _cdiv(c.n, bn // 2) <= c.sms:
         bn //= 2
-    return cfg if bn == cfg.block_n else replace(cfg, block_n=bn, num_stages=6)
+    # (narrowed tiles run plain: pipelined they ran 0.96-1.0x, h100-fp8-ws-s30-s34.json run s34b)
+    return cfg if bn == cfg.block_n else replace(cfg, block_n=bn, num_stages=6, ws_pipeline=False)
 
 
 # The Gluon kernel's tile: 256 rows (two warpgroups of 128), BLOCK_K 128 (the Triton tiles' K steps: the same bits),
