@@ -66,8 +66,8 @@ def test_ws_pipelined_tile_keeps_a_wgmma_in_flight(triton_path):
         "[{k: v for k, v in r.items() if k != 'sass_text'} | "
         "{'wait1': r['sass_text'].count('WARPGROUP.DEPBAR.LE gsb0, 0x1')} "
         "for r in (compile_for_sm90(s, 4, False, 128, block_n=n, pipeline=True, keep_sass=True) "
-        "for s in (0, 1, 2) for n in (128, 64))]", triton_path)
-    names = [f"{m}-{n}" for m in ("tensor", "row", "block") for n in (128, 64)]
+        "for s, n in ((1, 128), (2, 128), (2, 64)))]", triton_path)
+    names = ["row-128", "block-128", "block-64"]  # (tensor scales' loop is row's: the epilogue differs)
     for name, r in zip(names, results, strict=True):
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
         assert r["wait1"] >= 2, (name, r)  # each trip's two waits leave the other partial's wgmma in flight
