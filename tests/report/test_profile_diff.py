@@ -49,7 +49,7 @@ def test_profile_diff_rows():
     stall_rows = [name for name in rows if name.startswith("stall:")]
     assert stall_rows[0] == "stall: long_scoreboard (cycles per issue)"  # moved most, listed first
     assert rows[stall_rows[0]] == ["0.50", "2.50", "5.000x"]
-    assert "scaled_mm / ridgeline 4096x4096x4096 fp8e4m3 block (NEW)" in t.title
+    assert "scaled_mm / ridgeline at 4096x4096x4096 fp8e4m3 block (NEW)" in t.title
 
 
 def test_compare_command_on_profiles(tmp_path):

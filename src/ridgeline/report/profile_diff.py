@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ridgeline.profile.run import PROFILE_SCHEMA
 from ridgeline.report.data import mapping, num
-from ridgeline.report.tables import DASH, Cell, Table
-
-PROFILE_SCHEMA_PREFIX = "ridgeline.profile/"
+from ridgeline.report.tables import DASH, Cell, Table, _dicts, profile_title
 
 # (key in the ncu kernel dict, label, how to show it): "ratio" rows get NEW/BASE, "points" rows a difference
 _NCU_ROWS = (
@@ -37,11 +36,7 @@ _COUNT_KEYS = {"wgmma_insts", "registers", "spill_stores_bytes", "shared_bytes",
 
 
 def is_profile(data: Any) -> bool:
-    return isinstance(data, dict) and str(data.get("schema", "")).startswith(PROFILE_SCHEMA_PREFIX)
-
-
-def _dicts(v: Any) -> list[dict[str, Any]]:
-    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+    return isinstance(data, dict) and data.get("schema") == PROFILE_SCHEMA
 
 
 def main_kernels(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -80,9 +75,8 @@ def _row(label: str, key: str, base: float | None, new: float | None, how: str) 
     return [Cell(label), Cell.number(base, _fmt(key, base)), Cell.number(new, _fmt(key, new)), Cell(change)]
 
 
-def _stall_reasons(b: dict[str, Any], n: dict[str, Any], top: int) -> list[str]:
-    # the reasons largest in either profile, ordered by how much they moved
-    sb, sn = mapping(b.get("stalls")), mapping(n.get("stalls"))
+def _stall_reasons(sb: dict[str, Any], sn: dict[str, Any], top: int) -> list[str]:
+    # the reasons largest in either profile (each largest first), ordered by how much they moved
     keys = list(dict.fromkeys(list(sb)[:top] + list(sn)[:top]))
     return sorted(keys, key=lambda r: -abs((num(sn.get(r)) or 0.0) - (num(sb.get(r)) or 0.0)))
 
@@ -99,18 +93,12 @@ def profile_diff_table(base: dict[str, Any], new: dict[str, Any], top_stalls: in
     if lb is not None or ln is not None:
         rows.append(_row("instructions in the longest loop", "loop", lb, ln, "ratio"))
     sb, sn = mapping(bn.get("stalls")), mapping(nn.get("stalls"))
-    for r in _stall_reasons(bn, nn, top_stalls):
+    for r in _stall_reasons(sb, sn, top_stalls):
         b, n = num(sb.get(r)), num(sn.get(r))
         rows.append(_row(f"stall: {r} (cycles per issue)", r, b, n, "ratio" if b else "points"))
-    title = f"{profile_label(new)} (NEW) against {profile_label(base)} (BASE)"
+    title = f"{profile_title(new)} (NEW) against {profile_title(base)} (BASE)"
     names = f"main kernels: {bn.get('name') or bf.get('name') or '?'} / {nn.get('name') or nf.get('name') or '?'}"
     cap = (f"{names}. ncu times one call with caches flushed: a hint for where time went, not a benchmark "
            "(bench and compare runs for that).")
     return Table(title, ["metric", "BASE", "NEW", "change"], rows, {1, 2}, cap)
 
-
-def profile_label(p: dict[str, Any]) -> str:
-    shape = p.get("shape")
-    shape_text = "x".join(map(str, shape)) if isinstance(shape, list) else str(shape or "?")
-    variant = f" {p['variant']}" if p.get("variant") else ""
-    return f"{p.get('op', '?')} / {p.get('impl', '?')} {shape_text} {p.get('dtype', '')}{variant}".strip()
