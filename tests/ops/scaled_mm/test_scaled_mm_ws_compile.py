@@ -71,22 +71,3 @@ def test_ws_pipelined_tile_keeps_a_wgmma_in_flight(triton_path):
     for name, r in zip(names, results, strict=True):
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
         assert r["wait1"] >= 2, (name, r)  # each trip's two waits leave the other partial's wgmma in flight
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("triton_path", ["this", "oldest"])
-def test_block_scales_two_steps_ahead_compile(triton_path):
-    """Block scales loaded two K steps ahead (`scale_lead` 2): the 256-row tile with them compiles without most of
-    the spills of its one-step form (404 / 412 B a thread on Triton 3.7.1 / 3.6.0; two steps ahead 0 / 4 B); the
-    pipelined 128-row tile keeps its wgmma in flight."""
-    results = compile_in_child(
-        "ridgeline.ops.scaled_mm.launch_ws",
-        "[{k: v for k, v in r.items() if k != 'sass_text'} | "
-        "{'wait1': r['sass_text'].count('WARPGROUP.DEPBAR.LE gsb0, 0x1')} "
-        "for r in (compile_for_sm90(2, 4, False, 256, keep_sass=True, lead=2), "
-        "compile_for_sm90(2, 5, False, 128, pipeline=True, keep_sass=True, lead=2))]", triton_path)
-    tile256, tile128 = results
-    assert tile256["sass"]["QGMMA"] >= 8 and tile256["shared"] <= 227 * 1024, tile256
-    assert tile256["spill_stores_bytes"] <= 16 and tile256["spill_loads_bytes"] <= 16, tile256
-    assert tile128["spill_stores_bytes"] == 0 and tile128["spill_loads_bytes"] == 0, tile128
-    assert tile128["wait1"] >= 2, tile128

@@ -107,18 +107,6 @@ def _step_scale(sa_rows, sb_tile, m_mask, ki, stride_sak, stride_sbk, SCALE: gl.
 
 
 @gluon.jit
-def _step_scale_if(sa_rows, sb_tile, m_mask, ki, k_tiles, stride_sak, stride_sbk, SCALE: gl.constexpr):
-    # `_step_scale` for a step that may lie past the last (scales loaded ahead): 0 there
-    if SCALE == 2:
-        more = ki < k_tiles
-        sk = (gl.load(sa_rows + ki * stride_sak, mask=m_mask & more, other=0.0)
-              * gl.load(sb_tile + ki * stride_sbk, mask=more, other=0.0))
-    else:
-        sk = gl.full(m_mask.shape, 1.0, gl.float32, m_mask.type.layout)
-    return sk
-
-
-@gluon.jit
 def _promote(acc, part, sk, SCALE: gl.constexpr):
     if SCALE == 2:
         acc = acc + part * sk[:, None]
@@ -139,27 +127,20 @@ def _issue(a_bufs, b_bufs, ready, part, count, ROW0: gl.constexpr):
 
 @gluon.jit
 def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile, m_mask, count, k_tiles,
-                     stride_sak, stride_sbk, ROW0: gl.constexpr, SCALE: gl.constexpr, LEAD: gl.constexpr):
+                     stride_sak, stride_sbk, ROW0: gl.constexpr, SCALE: gl.constexpr):
     # One tile's K loop with two partials (128-row tiles: one accumulator and two partials fit the registers):
     # step k+1's wgmma is issued before step k's is waited on and promoted, so a warpgroup's own next wgmma
     # queues behind the other warpgroup's while it promotes. Two steps a trip with no branch inside, so each
     # partial keeps its registers (ptxas serializes wgmmas whose accumulators are copied in flight); the last one
     # or two steps after the loop. Block scales are loaded at the top of a trip, before its wgmmas (loaded
     # between a wait and its promotion, ptxas spilled in-flight accumulators). The same K order and promotion as
-    # the plain loop: the same bits. LEAD 2: each trip loads the next trip's scales (two steps ahead).
+    # the plain loop: the same bits.
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if k_tiles > 0:
-        if LEAD == 2:  # the first trip's
-            sk0 = _step_scale_if(sa_rows, sb_tile, m_mask, 0, k_tiles, stride_sak, stride_sbk, SCALE)
-            sk1 = _step_scale_if(sa_rows, sb_tile, m_mask, 1, k_tiles, stride_sak, stride_sbk, SCALE)
         pa_acc = _issue(a_bufs, b_bufs, ready, pa, count, ROW0)  # step 0, in flight into the loop
         for t in range((k_tiles - 1) // 2):
-            if LEAD == 2:
-                nk0 = _step_scale_if(sa_rows, sb_tile, m_mask, 2 * t + 2, k_tiles, stride_sak, stride_sbk, SCALE)
-                nk1 = _step_scale_if(sa_rows, sb_tile, m_mask, 2 * t + 3, k_tiles, stride_sak, stride_sbk, SCALE)
-            else:
-                sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
-                sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
+            sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
             pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
             pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))  # the older one complete
             mbarrier.arrive(empty.index(count % STAGES), count=1)
@@ -173,15 +154,11 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
             acc = _promote(acc, pb, sk1, SCALE)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # pb's promotion before its next wgmma
             pa_acc = warpgroup_mma_init(pa)  # still in flight: the next wait completes it
-            if LEAD == 2:
-                sk0 = nk0
-                sk1 = nk1
             count += 2
         last = k_tiles - 1
-        if k_tiles % 2 == 0:  # two steps left: the one in flight and the last (LEAD 2: their scales are loaded)
-            if LEAD == 1:
-                sk0 = _step_scale(sa_rows, sb_tile, m_mask, last - 1, stride_sak, stride_sbk, SCALE)
-                sk1 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+        if k_tiles % 2 == 0:  # two steps left: the one in flight and the last
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last - 1, stride_sak, stride_sbk, SCALE)
+            sk1 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
             pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
             pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))
             mbarrier.arrive(empty.index(count % STAGES), count=1)
@@ -191,8 +168,7 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
             acc = _promote(acc, pb, sk1, SCALE)
             count += 2
         else:
-            if LEAD == 1:
-                sk0 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
             pa = warpgroup_mma_wait(num_outstanding=0, deps=(pa_acc,))
             mbarrier.arrive(empty.index(count % STAGES), count=1)
             acc = _promote(acc, pa, sk0, SCALE)
@@ -204,7 +180,7 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
 def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                    stride_sam, stride_sak, stride_sbn, stride_sbk,
                    HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                   PIPELINE: gl.constexpr, LEAD: gl.constexpr):
+                   PIPELINE: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
@@ -245,26 +221,22 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
         # Block scales: the 256-row tile loads the next K step's scales a step ahead (s30, H100: 1.75-1.87x loading
         # them in the step, whose global-load latency sat between a wgmma and its promotion); the 128-row tile,
         # measured the other way (0.89-1.0x), loads them in the step.
-        # LEAD 2: two steps ahead (the next step's scales are carried as well).
         AHEAD: gl.constexpr = SCALE == 2 and TWO
         if AHEAD:  # the first step's scales
             any_k = k_tiles > 0
             sb_k = gl.load(sb_tile, mask=any_k, other=0.0)
             s0 = gl.load(sa_rows0, mask=m_mask0 & any_k, other=0.0) * sb_k
             s1 = gl.load(sa_rows1, mask=m_mask1 & any_k, other=0.0) * sb_k
-            if LEAD == 2:  # and the second's
-                q0 = _step_scale_if(sa_rows0, sb_tile, m_mask0, 1, k_tiles, stride_sak, stride_sbk, SCALE)
-                q1 = _step_scale_if(sa_rows1, sb_tile, m_mask1, 1, k_tiles, stride_sak, stride_sbk, SCALE)
         if PIPE:  # (128-row tiles) the next step's wgmma in flight while this one is promoted
             acc0, count = _pipelined_steps(a_bufs, b_bufs, ready, empty, acc0, part, nxt, sa_rows0, sb_tile, m_mask0,
-                                           count, k_tiles, stride_sak, stride_sbk, ROW0, SCALE, LEAD)
+                                           count, k_tiles, stride_sak, stride_sbk, ROW0, SCALE)
         for ki in range(0 if PIPE else k_tiles):
             s = count % STAGES
-            if AHEAD:  # the next step's (LEAD 1) or the one after (2): their latency runs under this step's wgmmas
-                more = ki + LEAD < k_tiles
-                sb_n = gl.load(sb_tile + (ki + LEAD) * stride_sbk, mask=more, other=0.0)
-                n0 = gl.load(sa_rows0 + (ki + LEAD) * stride_sak, mask=m_mask0 & more, other=0.0) * sb_n
-                n1 = gl.load(sa_rows1 + (ki + LEAD) * stride_sak, mask=m_mask1 & more, other=0.0) * sb_n
+            if AHEAD:  # the next step's: their latency runs under this step's wgmmas
+                more = ki + 1 < k_tiles
+                sb_n = gl.load(sb_tile + (ki + 1) * stride_sbk, mask=more, other=0.0)
+                n0 = gl.load(sa_rows0 + (ki + 1) * stride_sak, mask=m_mask0 & more, other=0.0) * sb_n
+                n1 = gl.load(sa_rows1 + (ki + 1) * stride_sak, mask=m_mask1 & more, other=0.0) * sb_n
             elif SCALE == 2:  # (issued before the waits, so their latency hides behind them)
                 sb_k = gl.load(sb_tile + ki * stride_sbk)
                 s0 = gl.load(sa_rows0 + ki * stride_sak, mask=m_mask0, other=0.0) * sb_k
@@ -288,14 +260,8 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
                 else:
                     acc1 = acc1 + part
             if AHEAD:
-                if LEAD == 2:
-                    s0 = q0
-                    s1 = q1
-                    q0 = n0
-                    q1 = n1
-                else:
-                    s0 = n0
-                    s1 = n1
+                s0 = n0
+                s1 = n1
             count += 1
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=cols)
         c_buf = c_bufs.index(HALF)
@@ -313,7 +279,7 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
                          stride_sam, stride_sak, stride_sbn, stride_sbk,
                          SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
                          STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr,
-                         PIPELINE: gl.constexpr = False, LEAD: gl.constexpr = 1):
+                         PIPELINE: gl.constexpr = False):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -328,10 +294,8 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M, PIPELINE,
-                          LEAD)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M, PIPELINE,
-                          LEAD)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
         (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -54,8 +54,6 @@ class TileConfig:
     ws_regs: tuple[int, int] = WS_REGS
     # 128-row Gluon tiles: the next K step's wgmma issued before this one's promotion (two partials live)
     ws_pipeline: bool = False
-    # Gluon tiles, block scales: how many K steps ahead of their promotion a step's scales are loaded (1 or 2)
-    scale_lead: int = 1
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -67,8 +65,6 @@ class TileConfig:
                              f"{self.block_k}")
         if self.num_stages < 1:
             raise ValueError(f"TileConfig.num_stages: expected >= 1, got {self.num_stages}")
-        if self.scale_lead not in (1, 2):
-            raise ValueError(f"TileConfig.scale_lead: expected 1 or 2 K steps, got {self.scale_lead}")
         mma, load = self.ws_regs
         if any(r % 8 or not 24 <= r <= 256 for r in (mma, load)) or 2 * 128 * mma + 128 * load > 65536:
             raise ValueError(f"TileConfig.ws_regs: expected multiples of 8 in 24..256 with 2 x 128 x mma + 128 x "
@@ -83,8 +79,7 @@ class TileConfig:
         regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != WS_REGS else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
-                f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}"
-                f"{' lead2' if self.scale_lead == 2 else ''}")
+                f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}")
 
 
 @dataclass(frozen=True)
