@@ -31,8 +31,9 @@ def test_the_warp_specialized_kernel_where_it_can_run(mode):
     for m in (first, 1024, 16384):
         cfg = config_for(m, 4096, 4096, mode, interpreted=False, ws=True)
         # at 65 rows the 128-row tile (s30: 1.07-1.26x the Triton tiles at 65-128 rows), 32 columns wide (s31, block
-        # scales s32: 128 tiles of 128x32 fit one wave of 132 SMs)
-        rows, cols = (128, 32) if m == first else (256, 128)
+        # scales s32: 128 tiles of 128x32 fit one wave of 132 SMs); block scales' pipelined 128-row tile from 1024
+        # rows (s35)
+        rows, cols = (128, 32) if m == first else (128 if mode == "block" else 256, 128)
         assert cfg.warp_specialized and (cfg.block_m, cfg.block_n, cfg.block_k) == (rows, cols, 128), (m, cfg)
         # where it cannot (no sm_90, an fp32 output, unaligned N, pointer loads) the Triton tiles take the call
         assert not config_for(m, 4096, 4096, mode, interpreted=False).warp_specialized
@@ -136,8 +137,10 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
              for m, n, k in ((65, 6144, 4096), (128, 4096, 14336), (200, 28672, 4096), (256, 10240, 8192),
                              (300, 8192, 8192), (384, 8192, 8192), (400, 6144, 4096), (600, 8192, 8192),
                              (768, 4096, 4096), (1024, 28672, 4096), (2049, 4096, 4096), (8192, 8192, 8192))}
+    # (s35) and from 1024 rows the pipelined 128-row tile (1.04-1.06x the 256-row one at four shapes, H100)
     assert block == {65: 128, 128: 128, 200: 256, 256: 256, 300: 128, 384: 128, 400: 256, 600: 128, 768: 256,
-                     1024: 256, 2049: 256, 8192: 256}
+                     1024: 128, 2049: 128, 8192: 128}
+    assert config_for(8192, 8192, 8192, "block", interpreted=False, ws=True).ws_pipeline
     # (s34) by waves too below 1024 rows, and from 129 rows the pipelined 5-stage form of the 128-row tile
     big = config_for(768, 8192, 8192, "block", interpreted=False, ws=True)
     assert big.block_m == 128 and big.ws_pipeline and big.num_stages == 5

@@ -149,9 +149,11 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     tile against the plain 4-stage one at the rule's 128-row shapes 300x28672x4096 107.1 / 108.6 us, 384x6144x4096
     27.7 / 31.6, 600x28672x4096 133.9 / 138.6; by waves 768x8192x8192 91.3 against 119.3 on 256 rows; where both
     criteria keep 256 rows that tile was the fastest or level (200 and 256 x 28672 x 4096, 400 and 512 x 6144 x
-    4096)."""
+    4096).
+    Since s35 also from 1024 rows, where the pipelined tile ran 1.04-1.06x the 256-row one at 4096^3, 8192^3,
+    2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s34.json run s35a; s34a: 1.05x, level, level, 0.97x)."""
     fewer_rows = _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256
-    if c.m < 1024 and (fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n)):
+    if c.m >= 1024 or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
         return WS_TILE_128 if c.m <= 128 else WS_TILE_128_PIPELINED
     return cfg
 
@@ -229,10 +231,11 @@ GEMM_RULES: tuple[Rule, ...] = (
     # 2264, 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4.
     # 65-768 rows (runs s30q, s30s): 1.02-2.11x the deferred Triton tiles (65x6144x4096 16.9 vs 21.6 us on 128
     # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
-    Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized 256x128 (a TMA load warp, two MMA "
-         "warpgroups that promote in turn, scales a step ahead), 128x128 where it pads fewer rows or takes fewer "
-         "waves below 1024 (pipelined from 129 rows, s34): 1.75-1.87x s24's, 1.02-2.9x the Triton tiles (H100, "
-         "s30); its N narrowed to fill one wave at 65-128 rows (s32)", modes=("block",), ws=True,
+    Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized (a TMA load warp, two MMA warpgroups that "
+         "promote in turn): 128x128 pipelined from 1024 rows (1.04-1.06x 256x128, H100 s35) and below where it pads "
+         "fewer rows or takes fewer waves (s34), else 256x128 with its scales a step ahead (1.75-1.87x s24's, "
+         "1.02-2.9x the Triton tiles, H100 s30); N narrowed to fill one wave at 65-128 rows (s32)",
+         modes=("block",), ws=True,
          adjust=fewer_padded_rows_one_wave),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
          "deferred (1.27x / 1.37x the old 128x128 w8 at M = 128 / 256)", max_m=256, modes=("block",),
