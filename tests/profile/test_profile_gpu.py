@@ -74,6 +74,22 @@ def test_profile_gpu_ncu(tmp_path):
 
 
 @pytest.mark.gpu
+def test_profile_gpu_ncu_source(tmp_path):
+    """--source: the warp samples land on the kernel's instructions and on its Python source lines."""
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu is not on the PATH")
+    prof = P.profile("rmsnorm", "ridgeline", (4096, 4096), "bf16", out_dir=tmp_path, ncu_source=True, kineto=False)
+    ncu = prof["ncu"]
+    assert ncu["available"] and "SourceCounters" in ncu["command"], ncu.get("reason")
+    (k,) = [k for k in ncu["source"] if "_rms_norm_kernel" in k["name"]]
+    assert k["samples"] > 0 and k["top_instructions"] and sum(k["by_reason"].values()) == pytest.approx(k["samples"])
+    # Triton keeps line info: the hottest lines are lines of Python files (the kernel's or Triton's library)
+    assert k["top_lines"] and all(str(x["file"]).endswith(".py") for x in k["top_lines"])
+    assert any(x.get("line") for x in k["top_instructions"])
+    assert "--source" in prof["command"] and (tmp_path / "ncu-source-lines.csv").stat().st_size > 0
+
+
+@pytest.mark.gpu
 def test_profile_gpu_peer(tmp_path):
     prof = P.profile("rmsnorm", "torch-eager", (1024, 4096), "bf16", out_dir=tmp_path)
     assert "kineto" in prof, prof["not_collected"]

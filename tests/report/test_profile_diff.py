@@ -52,6 +52,26 @@ def test_profile_diff_rows():
     assert "scaled_mm / ridgeline at 4096x4096x4096 fp8e4m3 block (NEW)" in t.title
 
 
+def _with_lines(p: dict, lines: list[tuple[int, str, float]]) -> dict:
+    top = [{"file": "/x/kernel_ws.py", "line": ln, "source": text, "pct": pct, "samples": pct}
+           for ln, text, pct in lines]
+    return p | {"ncu": p["ncu"] | {"source": [{"name": "_scaled_mm_ws_kernel", "top_lines": top}]}}
+
+
+def test_profile_diff_source_lines():
+    """With --source on both sides: the hottest lines by how far their share moved, matched by text (an edit above
+    a line moves its number)."""
+    base = _with_lines(ROW, [(276, "part = wait(part)", 30.0), (271, "mbarrier.wait(ready)", 5.0)])
+    new = _with_lines(BLOCK, [(280, "part = wait(part)", 28.0), (275, "mbarrier.wait(ready)", 15.0),
+                              (290, "n1 = gl.load(sa)", 4.0)])
+    rows = [(r[0].text, [c.text for c in r[1:]]) for r in profile_diff_table(base, new).rows
+            if r[0].text.startswith("samples at")]
+    assert rows[0] == ("samples at kernel_ws.py:275 mbarrier.wait(ready) (%)", ["5.00", "15.00", "+10.0 points"])
+    assert rows[1][1] == ["0.00", "4.00", "+4.0 points"] and rows[2][1][2] == "-2.0 points"
+    # one side without source lines: no such rows
+    assert not [r for r in profile_diff_table(ROW, new).rows if r[0].text.startswith("samples at")]
+
+
 def test_compare_command_on_profiles(tmp_path):
     app = typer.Typer()
     app.command("compare")(compare_command)

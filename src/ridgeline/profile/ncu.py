@@ -63,12 +63,17 @@ _UNIT_SCALE = {
 }
 
 
+# The source page's counters: PC sampling of every warp, attributed to SASS instructions and source lines
+# (ncu_source.py); the report keeps the source files so it opens elsewhere.
+SOURCE_ARGS = ("--section", "SourceCounters", "--import-source", "yes")
+
+
 def ncu_command(ncu: str, report_base: Path, child_argv: Sequence[str],
-                metrics: Sequence[str] | None = None) -> list[str]:
+                metrics: Sequence[str] | None = None, source: bool = False) -> list[str]:
     names = list(NCU_METRICS) + list(_OPTIONAL) if metrics is None else list(metrics)
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--metrics", ",".join(names), "--export", str(report_base), "--force-overwrite",
-            sys.executable, "-c", CHILD_CODE, *child_argv]
+            "--metrics", ",".join(names), *(SOURCE_ARGS if source else ()), "--export", str(report_base),
+            "--force-overwrite", sys.executable, "-c", CHILD_CODE, *child_argv]
 
 
 def unknown_metrics(output: str, asked: Sequence[str]) -> list[str]:
@@ -131,7 +136,9 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
 
 
 def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant: str, out_dir: Path,
-            ideal_bytes: int, timeout: float = 600) -> dict[str, Any]:
+            ideal_bytes: int, timeout: float = 600, source: bool = False) -> dict[str, Any]:
+    """Nsight Compute on one call in a child process; with `source`, also the source page's stall samples by
+    instruction and source line (`source`: ncu_source.summarize_source's list)."""
     ncu = shutil.which("ncu")
     if not ncu:
         return {"available": False, "reason": "ncu is not on the PATH"}
@@ -143,7 +150,7 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     log = ""
     rep = Path(f"{base}.ncu-rep")
     while True:
-        cmd = ncu_command(ncu, base, child, asked)
+        cmd = ncu_command(ncu, base, child, asked, source)
         try:
             res = run_tool(cmd, timeout=timeout, env=child_env(True))
         except subprocess.TimeoutExpired:
@@ -166,8 +173,27 @@ def run_ncu(op: str, impl: str, shape: tuple[int, ...], dtype_name: str, variant
     if not kernels:
         return {"available": False, "command": " ".join(cmd), "report": rep.name,
                 "reason": "ncu profiled no kernel in the range (see ncu.log)"}
-    extra = {"metrics_dropped": dropped} if dropped else {}
+    extra: dict[str, Any] = {"metrics_dropped": dropped} if dropped else {}
+    if source:
+        extra |= _source_page(ncu, rep, out_dir, timeout)
     return summarize_ncu(kernels, ideal_bytes) | {"command": " ".join(cmd), "report": rep.name} | extra
+
+
+def _source_page(ncu: str, rep: Path, out_dir: Path, timeout: float) -> dict[str, Any]:
+    """The report's source page as CSV, by instruction and by source line, summarized (or why not)."""
+    from ridgeline.profile.ncu_source import summarize_source
+
+    texts = []
+    for what, name in (("sass", "ncu-source-sass.csv"), ("cuda,sass", "ncu-source-lines.csv")):
+        res = run_tool([ncu, "--import", str(rep), "--csv", "--page", "source", "--print-source", what],
+                       timeout=timeout)
+        (out_dir / name).write_text(res.stdout)
+        texts.append(res.stdout if res.returncode == 0 else "")
+    summary = summarize_source(*texts)
+    if not summary:
+        return {"source_note": "the source page held no warp samples (ncu.log; `ncu --import "
+                               f"{rep.name} --page source` shows it)"}
+    return {"source": summary}
 
 
 def summarize_ncu(kernels: list[dict[str, Any]], ideal_bytes: int | None) -> dict[str, Any]:

@@ -78,13 +78,16 @@ def profile(
     kineto: bool = True,
     arch: int | None = None,
     ncu_timeout: float = 600,
+    ncu_source: bool = False,
 ) -> dict[str, Any]:
     """Collect what this machine allows about `impl` of `op` at `shape`; write files to out_dir; return the dict
     that `ridgeline report` renders (attach it to a run record's `profiles`). `op` is an op name or a user's
-    FILE.py:SPEC, `impl` a registered name or FILE.py:fn. Bad input raises ValueError (one line)."""
+    FILE.py:SPEC, `impl` a registered name or FILE.py:fn; `ncu_source` adds Nsight Compute's stall samples by
+    instruction and source line to `ncu` (implies it). Bad input raises ValueError (one line)."""
     from ridgeline.core.registry import get_spec, origin, resolve
     from ridgeline.core.spec import Case, dtype_name, parse_dtype
 
+    ncu = ncu or ncu_source
     spec = get_spec(op)
     op_ref = origin(spec.name) or spec.name  # what a child process loads the op by
     impl_ref = _abs_ref(impl)
@@ -103,7 +106,7 @@ def profile(
     prof: dict[str, Any] = {
         "schema": PROFILE_SCHEMA, "op": spec.name, "impl": impl, "source": implementation.source,
         "shape": list(shape), "dtype": dname, "variant": variant,
-        "command": _command(op, impl, shape, dname, variant, ncu, kineto, arch),
+        "command": _command(op, impl, shape, dname, variant, ncu, kineto, arch, ncu_source),
         "ideal_bytes": cost.bytes, "ideal_flops": cost.flops, "kernels": [], "collected": [], "not_collected": [],
         "notes": [], "out_dir": str(out),
     }
@@ -156,9 +159,13 @@ def profile(
         elif not implementation.available:
             skip.append({"what": "Nsight Compute", "why": "implementation unavailable"})
         else:
-            prof["ncu"] = run_ncu(op_ref, impl_ref, shape, dname, variant, out, cost.bytes, ncu_timeout)
+            prof["ncu"] = run_ncu(op_ref, impl_ref, shape, dname, variant, out, cost.bytes, ncu_timeout, ncu_source)
             if prof["ncu"].get("available"):
                 prof["collected"].append("Nsight Compute metrics of one call")
+                if prof["ncu"].get("source"):
+                    prof["collected"].append("Nsight Compute's warp samples by instruction and source line")
+                elif ncu_source:
+                    skip.append({"what": "Nsight Compute source counters", "why": prof["ncu"].get("source_note")})
             else:
                 skip.append({"what": "Nsight Compute", "why": prof["ncu"].get("reason", "failed")})
     else:
@@ -267,12 +274,14 @@ def _aot(prof: dict[str, Any], call: Any, op_ref: str, impl_ref: str, shape: tup
 
 
 def _command(op: str, impl: str, shape: Sequence[int], dtype: str, variant: str, ncu: bool, kineto: bool,
-             arch: int | None) -> str:
+             arch: int | None, source: bool = False) -> str:
     parts = ["ridgeline", "profile", op, "--impl", impl, "--shape", "x".join(map(str, shape)), "--dtype", dtype]
     if variant:
         parts += ["--variant", variant]
     if ncu:
         parts.append("--ncu")
+    if source:
+        parts.append("--source")
     if not kineto:
         parts.append("--no-kineto")
     if arch:

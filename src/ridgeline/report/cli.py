@@ -202,6 +202,8 @@ def profile_command(
     dtype: Annotated[str, typer.Option(help="bf16, fp16, fp32, or what the op takes (fp8e4m3: scaled_mm)")] = "bf16",
     variant: Annotated[str, typer.Option(help="input variant the spec knows, e.g. strided")] = "",
     ncu: Annotated[bool, typer.Option("--ncu", help="also run Nsight Compute on one call (GPU, ncu on PATH)")] = False,
+    source: Annotated[bool, typer.Option("--source", help="with Nsight Compute (implies --ncu): where warps were "
+                                         "sampled waiting, by source line and SASS instruction, and why")] = False,
     kineto: Annotated[bool, typer.Option("--kineto/--no-kineto", help="torch profiler trace (GPU)")] = True,
     arch: Annotated[int | None, typer.Option(help="compute capability for ahead-of-time compilation, e.g. 90 "
                                              "(default: the GPU's, or 90 without one)")] = None,
@@ -215,19 +217,20 @@ def profile_command(
     from ridgeline.profile import attach_profile, default_out_dir
     from ridgeline.profile import profile as run_profile
     from ridgeline.report import tables as T
+    from ridgeline.report.profile_tables import profile_tables
 
     try:
         dims = parse_shape(shape)
         out_dir = out if out is not None else default_out_dir(op, dims)
         with console.status(f"profiling {op} / {impl} at {shape} {dtype}"):
-            prof = run_profile(op, impl, dims, dtype, variant, out_dir=out_dir, ncu=ncu, kineto=kineto, arch=arch)
+            prof = run_profile(op, impl, dims, dtype, variant, out_dir=out_dir, ncu=ncu, kineto=kineto, arch=arch,
+                               ncu_source=source)
     except ValueError as e:
         _fail(str(e))
     console.print(f"[bold]{_esc(T.profile_title(prof))}[/]")
     if prof.get("launch"):
         console.print("launch: " + ", ".join(f"{k} {v}" for k, v in prof["launch"].items()))
-    for t in (T.compile_table(prof), T.sass_table(prof), T.loops_table(prof), T.ncu_table(prof),
-              T.stalls_table(prof), T.kineto_table(prof)):
+    for t in profile_tables(prof):
         if t.rows:
             console.print(rich_table(t))
     for c in prof.get("collected") or []:

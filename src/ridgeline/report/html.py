@@ -12,6 +12,7 @@ from ridgeline.report import tables as T
 from ridgeline.report.data import DASH, items, join_limited, regimes, retypeable
 from ridgeline.report.markdown import SEVERITY_WORD, title
 from ridgeline.report.plots import Plot, render
+from ridgeline.report.profile_tables import profile_tables
 from ridgeline.report.rules import evaluate, grouped
 
 
@@ -65,8 +66,7 @@ def profiles_html(record: dict[str, Any]) -> str:
         if p.get("command"):
             out.append(f"<pre>{escape(str(p['command']))}</pre>")
         out.append(f'<p class="caption">{escape(T.profile_summary(p))}</p>')
-        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.stalls_table(p),
-                  T.kineto_table(p)):
+        for t in profile_tables(p):
             out.append(table_html(t, "h4"))
         missing = [f"{x.get('what')}: {x.get('why')}" for x in items(p.get("not_collected"))]
         if missing:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ridgeline.report import tables as T
 from ridgeline.report.data import DASH, dig, items, join_limited, regimes, retypeable
+from ridgeline.report.profile_tables import profile_tables
 from ridgeline.report.rules import evaluate, grouped
 
 SEVERITY_WORD = {"bad": "problem", "warn": "warning", "info": "note", "good": "good"}
@@ -66,8 +67,7 @@ def profiles_md(record: dict[str, Any]) -> str:
         if p.get("command"):
             out.append(f"`{p['command']}`\n")
         out.append(_cell(T.profile_summary(p)) + "\n")
-        for t in (T.compile_table(p), T.sass_table(p), T.loops_table(p), T.ncu_table(p), T.stalls_table(p),
-                  T.kineto_table(p)):
+        for t in profile_tables(p):
             md = table_md(t, "####")
             if md:
                 out.append(md)

@@ -1,7 +1,8 @@
 """Two profiles side by side (`ridgeline compare A.json B.json` where both are `ridgeline profile --json` files):
 the step after "profile before and after". The main kernel of each (the one Nsight Compute timed longest, else the
 first compiled one) is set against the other's, metric by metric: time, DRAM traffic, pipes, occupancy, registers,
-the K loop's length, and the warp-stall reasons that changed most. A profile is one call under ncu with caches
+the K loop's length, the warp-stall reasons that changed most and, where both ran with --source, the source lines
+whose share of the warp samples moved most. A profile is one call under ncu with caches
 flushed, so its time is a hint for where to look, not a benchmark: `bench` and `compare` of runs decide speed."""
 
 from __future__ import annotations
@@ -81,6 +82,29 @@ def _stall_reasons(sb: dict[str, Any], sn: dict[str, Any], top: int) -> list[str
     return sorted(keys, key=lambda r: -abs((num(sn.get(r)) or 0.0) - (num(sb.get(r)) or 0.0)))
 
 
+def _source_lines(p: dict[str, Any], kernel: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    # the main kernel's hottest lines (profile --source), keyed by file name and text: line numbers move with edits
+    kernels = _dicts(mapping(p.get("ncu")).get("source"))
+    k = next((k for k in kernels if kernel and k.get("name") == kernel), kernels[0] if kernels else {})
+    return {(str(x.get("file", "?")).rsplit("/", 1)[-1], str(x.get("source", ""))): x
+            for x in _dicts(k.get("top_lines"))}
+
+
+def _line_rows(base: dict[str, Any], new: dict[str, Any], bname: Any, nname: Any, top: int) -> list[list[Cell]]:
+    lb, ln = _source_lines(base, bname), _source_lines(new, nname)
+    if not lb or not ln:
+        return []
+    keys = list(dict.fromkeys(list(lb)[:top] + list(ln)[:top]))
+    keys.sort(key=lambda k: -abs((num(ln.get(k, {}).get("pct")) or 0.0) - (num(lb.get(k, {}).get("pct")) or 0.0)))
+    rows = []
+    for k in keys:
+        where = ln.get(k) or lb[k]
+        label = f"samples at {k[0]}:{where.get('line', '?')} {k[1][:50]} (%)"
+        b, n = num(lb.get(k, {}).get("pct")), num(ln.get(k, {}).get("pct"))
+        rows.append(_row(label, "pct", b or 0.0, n or 0.0, "points"))
+    return rows
+
+
 def profile_diff_table(base: dict[str, Any], new: dict[str, Any], top_stalls: int = 6) -> Table:
     """One row per metric of the two main kernels: BASE, NEW, and the change."""
     bn, bf = main_kernels(base)
@@ -96,6 +120,7 @@ def profile_diff_table(base: dict[str, Any], new: dict[str, Any], top_stalls: in
     for r in _stall_reasons(sb, sn, top_stalls):
         b, n = num(sb.get(r)), num(sn.get(r))
         rows.append(_row(f"stall: {r} (cycles per issue)", r, b, n, "ratio" if b else "points"))
+    rows += _line_rows(base, new, bn.get("name"), nn.get("name"), top_stalls)
     title = f"{profile_title(new)} (NEW) against {profile_title(base)} (BASE)"
     names = f"main kernels: {bn.get('name') or bf.get('name') or '?'} / {nn.get('name') or nf.get('name') or '?'}"
     cap = (f"{names}. ncu times one call with caches flushed: a hint for where time went, not a benchmark "
