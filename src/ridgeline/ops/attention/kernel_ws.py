@@ -144,9 +144,27 @@ def _masked(sc, n0, full, offs_m, seq_k, shift, BLOCK_N: gl.constexpr, CAUSAL: g
 
 
 @gluon.jit
+def _halves_max(x):
+    # the elementwise maximum of a row's two column halves (each thread holds both: the NVMMA layout's column
+    # groups of 8 are a thread's registers)
+    R: gl.constexpr = x.shape[0]
+    C: gl.constexpr = x.shape[1]
+    a, b = x.reshape([R, 2, C // 2]).permute(0, 2, 1).split()
+    return gl.maximum(a, b)
+
+
+@gluon.jit
+def _row_max(sc):
+    # the row maximum as a tree of independent maxima before the in-thread chain: 4 chains of 16 columns where
+    # gl.max alone makes one of 64 (the max is exact in any order: the same bits)
+    # (the rows' layout is the tile's row slice under another name: the conversion moves nothing)
+    return gl.convert_layout(gl.max(_halves_max(_halves_max(sc)), 1), gl.SliceLayout(1, sc.type.layout))
+
+
+@gluon.jit
 def _softmax_step(sc, m_i, l_i, qk_scale):
     # scale > 0: max(s) * scale = max(s * scale), and s * scale - m is one FMA an element
-    m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)
+    m_new = gl.maximum(m_i, _row_max(sc) * qk_scale)
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
     p = gl.exp2(sc * qk_scale - m_sub[:, None])
     alpha = gl.exp2(m_i - m_sub)
