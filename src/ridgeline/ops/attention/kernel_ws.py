@@ -155,8 +155,8 @@ def _halves_max(x):
 
 @gluon.jit
 def _row_max(sc):
-    # the row maximum as a tree of independent maxima before the in-thread chain: 4 chains of 16 columns where
-    # gl.max alone makes one of 64 (the max is exact in any order: the same bits)
+    # the row maximum as a tree: halves, then quarters, maxed elementwise (independent FMNMX), then the in-thread
+    # chain over a thread's last 8 values, where gl.max alone chains all 32 (exact in any order: the same bits)
     # (the rows' layout is the tile's row slice under another name: the conversion moves nothing)
     return gl.convert_layout(gl.max(_halves_max(_halves_max(sc)), 1), gl.SliceLayout(1, sc.type.layout))
 
