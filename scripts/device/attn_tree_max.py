@@ -1,8 +1,10 @@
-"""The attention forward's row maximum as a tree (kernel_ws.py `_row_max`, s35) against the one in-thread chain
-`gl.max` makes: the public forward (the rules' Gluon kernel and schedule at each shape) with the shipped kernel
-and with a copy whose `_row_max` is `gl.max(sc, 1)` again, loaded from a temporary file. The maximum is exact in
-any order, so both must give the same bits; one shape per mask is also checked against float64. Interleaved
-graph timings (A, B, A, B), SDPA's cuDNN backend beside. Prints a table last; writes JSON as it goes.
+"""The attention forward's row maximum and row sum as trees (kernel_ws.py `_row_max`, `_row_sum`, s35) against the
+one in-thread chain `gl.max` / `gl.sum` make: the public forward (the rules' Gluon kernel and schedule at each
+shape) with the shipped kernel ("tree"), a copy with the sum back to `gl.sum` ("tree-max") and one with both back
+("flat"), each loaded from a temporary file. The maximum is exact in any order, so "tree-max" and "flat" must give
+the same bits; "tree" sums in another order (its largest difference to "flat" is recorded) and is checked against
+float64 at the smaller shapes. Interleaved graph timings, SDPA's cuDNN backend beside. Prints a table last; writes
+JSON as it goes.
 
   python3 scripts/device/attn_tree_max.py --json OUT.json [--budget-s 0.2] [--rounds 2]
 """
@@ -35,14 +37,19 @@ SHAPES = [  # (B, S, H, H_kv, D, causal): the D = 128 cells below cuDNN in s29 f
 ]
 
 
-def _flat_module():
-    """kernel_ws.py with the row maximum back to gl.max's one chain, as its own module."""
+MAX = ("m_new = gl.maximum(m_i, _row_max(sc) * qk_scale)", "m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)")
+SUM = ("l_i * alpha + _row_sum(p)", "l_i * alpha + gl.sum(p, 1)")
+
+
+def _variant(name: str, *swaps: tuple[str, str]):
+    """kernel_ws.py with each (shipped, old) text swapped back, as its own module."""
     src = Path(shipped.__file__).read_text()
-    old = "m_new = gl.maximum(m_i, _row_max(sc) * qk_scale)"
-    assert old in src, "kernel_ws.py's softmax step changed: update this driver"
-    path = Path(tempfile.mkdtemp()) / "kernel_ws_flat.py"
-    path.write_text(src.replace(old, "m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)"))
-    spec = importlib.util.spec_from_file_location("kernel_ws_flat", path)
+    for new, old in swaps:
+        assert new in src, f"kernel_ws.py no longer has {new!r}: update this driver"
+        src = src.replace(new, old)
+    path = Path(tempfile.mkdtemp()) / f"kernel_ws_{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"kernel_ws_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -93,8 +100,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0.2)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    flat = _flat_module()
-    variants = {"tree": shipped, "flat": flat}
+    variants = {"tree": shipped, "tree-max": _variant("tree_max", SUM), "flat": _variant("flat", MAX, SUM)}
     rows, checks = [], []
 
     def save():
@@ -107,7 +113,8 @@ def main() -> int:
         v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
         try:
             outs = {n: _run(m, q, k, v, causal) for n, m in variants.items()}
-            chk = {"shape": label, "same_bits": bool(torch.equal(outs["tree"], outs["flat"]))}
+            chk = {"shape": label, "tree_max_same_bits": bool(torch.equal(outs["tree-max"], outs["flat"])),
+                   "tree_diff_vs_flat": (outs["tree"].float() - outs["flat"].float()).abs().max().item()}
             if s <= 2048 and b <= 8:  # float64 at the smaller shapes (the reference's memory)
                 ref = reference_attention({"q": q[:1], "k": k[:1], "v": v[:1], "causal": causal, "window": None,
                                            "cu_seqlens": None})[0]
@@ -126,12 +133,12 @@ def main() -> int:
         del q, k, v
         torch.cuda.empty_cache()
     save()
-    print(f"\n{'shape':32} {'tree us':>9} {'flat us':>9} {'cudnn us':>9} {'flat/tree':>9}")
+    print(f"\n{'shape':32} {'tree us':>9} {'treemax':>9} {'flat us':>9} {'cudnn us':>9} {'flat/tree':>9}")
     for b, s, h, hkv, d, causal in SHAPES:
         label = f"B{b} S{s} H{h}/{hkv} D{d} {'causal' if causal else 'full'}"
         best = {n: min((r["us"] for r in rows if r["shape"] == label and r["case"] == n and "us" in r),
-                       default=float("nan")) for n in ("tree", "flat", "sdpa-cudnn")}
-        print(f"{label:32} {best['tree']:9.1f} {best['flat']:9.1f} {best['sdpa-cudnn']:9.1f} "
+                       default=float("nan")) for n in ("tree", "tree-max", "flat", "sdpa-cudnn")}
+        print(f"{label:32} {best['tree']:9.1f} {best['tree-max']:9.1f} {best['flat']:9.1f} {best['sdpa-cudnn']:9.1f} "
               f"{best['flat'] / best['tree']:9.3f}")
     for c in checks:
         print(c)
