@@ -144,40 +144,13 @@ def _masked(sc, n0, full, offs_m, seq_k, shift, BLOCK_N: gl.constexpr, CAUSAL: g
 
 
 @gluon.jit
-def _halves(x):
-    # a row's two column halves (each thread holds both: the NVMMA layout's column groups of 8 are a thread's
-    # registers, so this moves nothing)
-    R: gl.constexpr = x.shape[0]
-    C: gl.constexpr = x.shape[1]
-    return x.reshape([R, 2, C // 2]).permute(0, 2, 1).split()
-
-
-@gluon.jit
-def _row_max(sc):
-    # the row maximum as a tree: halves, then quarters, maxed elementwise (independent FMNMX), then the in-thread
-    # chain over a thread's last 8 values, where gl.max alone chains all 32 (exact in any order: the same bits)
-    a, b = _halves(sc)
-    a, b = _halves(gl.maximum(a, b))
-    # (the rows' layout is the tile's row slice under another name: the conversion moves nothing)
-    return gl.convert_layout(gl.max(gl.maximum(a, b), 1), gl.SliceLayout(1, sc.type.layout))
-
-
-@gluon.jit
-def _row_sum(p):
-    # the row sum as the same tree (pairwise: no less accurate than gl.sum's chain, other bits)
-    a, b = _halves(p)
-    a, b = _halves(a + b)
-    return gl.convert_layout(gl.sum(a + b, 1), gl.SliceLayout(1, p.type.layout))
-
-
-@gluon.jit
 def _softmax_step(sc, m_i, l_i, qk_scale):
     # scale > 0: max(s) * scale = max(s * scale), and s * scale - m is one FMA an element
-    m_new = gl.maximum(m_i, _row_max(sc) * qk_scale)
+    m_new = gl.maximum(m_i, gl.max(sc, 1) * qk_scale)
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
     p = gl.exp2(sc * qk_scale - m_sub[:, None])
     alpha = gl.exp2(m_i - m_sub)
-    return p, alpha, m_new, l_i * alpha + _row_sum(p)
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
 
 
 @gluon.jit
