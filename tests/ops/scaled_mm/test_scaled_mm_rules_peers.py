@@ -141,6 +141,10 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
     assert block == {65: 128, 128: 128, 200: 256, 256: 256, 300: 128, 384: 128, 400: 256, 600: 128, 768: 256,
                      1024: 128, 2049: 128, 8192: 128}
     assert config_for(8192, 8192, 8192, "block", interpreted=False, ws=True).ws_pipeline
+    # (s36) but not where K passes 8192: there the 256-row tile, unless it pads more rows or takes more waves
+    assert [config_for(m, n, k, "block", interpreted=False, ws=True).block_m
+            for m, n, k in ((4096, 4096, 14336), (8192, 8192, 28672), (16384, 16384, 16384), (1024, 8192, 28672),
+                            (4096, 4096, 8192), (1100, 4096, 14336))] == [256, 256, 256, 256, 128, 128]
     # (s34) by waves too below 1024 rows, and from 129 rows the pipelined 5-stage form of the 128-row tile
     big = config_for(768, 8192, 8192, "block", interpreted=False, ws=True)
     assert big.block_m == 128 and big.ws_pipeline and big.num_stages == 5

@@ -151,9 +151,11 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     criteria keep 256 rows that tile was the fastest or level (200 and 256 x 28672 x 4096, 400 and 512 x 6144 x
     4096).
     Since s35 also from 1024 rows, where the pipelined tile ran 1.04-1.06x the 256-row one at 4096^3, 8192^3,
-    2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s35.json run s35a; s34a: 1.05x, level, level, 0.97x)."""
+    2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s35.json run s35a; s34a: 1.05x, level, level, 0.97x).
+    Since s36 not from 1024 rows where K passes 8192: the s35 rule's sweep ran 4096x4096x14336 at 468.0 us against
+    the 256-row tile's 437.4 in s33's, at the same clock (see gemm.md for the head-to-head driver run)."""
     fewer_rows = _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256
-    if c.m >= 1024 or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
+    if (c.m >= 1024 and c.k <= 8192) or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
         return WS_TILE_128 if c.m <= 128 else WS_TILE_128_PIPELINED
     return cfg
 
