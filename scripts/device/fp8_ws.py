@@ -6,7 +6,8 @@ reference under the contract's tolerance. Prints a table last and writes every t
 
   python3 scripts/device/fp8_ws.py --json OUT.json [--budget-s 0.3] [--modes row,block] [--shapes MxNxK,...]
       [--ws 256x128s4,256x128s4r224/56,128x64s5,128x128s4p]   (Gluon tiles: BMxBN, stages, optional MMA/load
-      registers, p: the next K step's wgmma in flight during the promotion, 128-row tiles)
+      registers, p: the next K step's wgmma in flight during the promotion, 128-row tiles; pa: and block scales a
+      trip ahead)
 """
 
 from __future__ import annotations
@@ -43,14 +44,17 @@ WS = [TileConfig(256, 128, 128, 8, 4, 4, warp_specialized=True),
 
 
 def _parse_ws(spec: str) -> TileConfig:
-    """'256x128s4', '256x128s4r224/56' or '128x128s4p': a Gluon tile (BLOCK_K 128), its stages, register split
-    and whether its K loop keeps two partials (p)."""
+    """'256x128s4', '256x128s4r224/56', '128x128s4p' or '128x128s4pa': a Gluon tile (BLOCK_K 128), its stages,
+    register split, whether its K loop keeps two partials (p) and loads block scales a trip ahead (pa)."""
+    ahead = spec.endswith("pa")
+    spec = spec.removesuffix("a") if ahead else spec
     pipelined = spec.endswith("p")
     tile, _, rest = spec.removesuffix("p").partition("s")
     bm, bn = (int(v) for v in tile.split("x"))
     stages, _, regs = rest.partition("r")
     extra = {"ws_regs": tuple(int(v) for v in regs.split("/"))} if regs else {}
-    return TileConfig(bm, bn, 128, 8, 4, int(stages), warp_specialized=True, ws_pipeline=pipelined, **extra)
+    return TileConfig(bm, bn, 128, 8, 4, int(stages), warp_specialized=True, ws_pipeline=pipelined,
+                      ws_scales_ahead=ahead, **extra)
 
 
 def _scales(mode: str, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -65,9 +65,11 @@ def test_ws_pipelined_tile_keeps_a_wgmma_in_flight(triton_path):
         "ridgeline.ops.scaled_mm.launch_ws",
         "[{k: v for k, v in r.items() if k != 'sass_text'} | "
         "{'wait1': r['sass_text'].count('WARPGROUP.DEPBAR.LE gsb0, 0x1')} "
-        "for r in (compile_for_sm90(s, 4, False, 128, block_n=n, pipeline=True, keep_sass=True) "
-        "for s, n in ((1, 128), (2, 128), (2, 64)))]", triton_path)
-    names = ["row-128", "block-128", "block-64"]  # (tensor scales' loop is row's: the epilogue differs)
+        "for r in (compile_for_sm90(s, 4, False, 128, block_n=n, pipeline=True, keep_sass=True, scales_ahead=a) "
+        "for s, n, a in ((1, 128, False), (2, 128, False), (2, 64, False), (2, 128, True), (2, 64, True)))]",
+        triton_path)
+    # (tensor scales' loop is row's: the epilogue differs; -ahead: block scales loaded a trip ahead, s36)
+    names = ["row-128", "block-128", "block-64", "block-128-ahead", "block-64-ahead"]
     for name, r in zip(names, results, strict=True):
         assert r["spill_stores_bytes"] == 0 and r["spill_loads_bytes"] == 0, (name, r)
         assert r["wait1"] >= 2, (name, r)  # each trip's two waits leave the other partial's wgmma in flight

@@ -27,6 +27,8 @@ WS128 = replace(WS, block_m=128)  # one 64-row wgmma a warpgroup (s30)
 WS128_N64, WS128_N32 = replace(WS128, block_n=64, num_stages=6), replace(WS128, block_n=32, num_stages=6)  # (s31)
 # (s34) the next K step's wgmma in flight during the promotion: two partials, odd and even K-step tails
 WS128P, WS128P_N64 = replace(WS128, ws_pipeline=True), replace(WS128_N64, ws_pipeline=True)
+# (s36) and its block scales loaded a trip ahead (two K steps), multiplied a trip later
+WS128PA, WS128PA_N64 = replace(WS128P, ws_scales_ahead=True), replace(WS128P_N64, ws_scales_ahead=True)
 
 
 def _inputs(shape, variant, seed=0):
@@ -40,7 +42,8 @@ def _run(inputs, cfg):
 
 MODE_TILES = [(mode, tile, name) for mode in ("tensor", "row", "block")
               for tile, name in ((WS, "256"), (WS128, "128"), (WS128_N64, "128x64"), (WS128_N32, "128x32"),
-                                 (WS128P, "128p"), (WS128P_N64, "128x64p"))]
+                                 (WS128P, "128p"), (WS128P_N64, "128x64p"), (WS128PA, "128pa"),
+                                 (WS128PA_N64, "128x64pa"))]
 
 
 @needs_sm90
@@ -81,7 +84,7 @@ def test_ws_gives_the_triton_kernels_bits(mode, shape):
     whichever tile."""
     inputs = _inputs(shape, mode, seed=1)
     want = _run(inputs, TRITON)
-    for tile in (WS, WS128, WS128_N64, WS128_N32, WS128P, WS128P_N64):
+    for tile in (WS, WS128, WS128_N64, WS128_N32, WS128P, WS128P_N64, WS128PA, WS128PA_N64):
         assert torch.equal(_run(inputs, tile), want), tile.describe()
 
 

@@ -107,6 +107,20 @@ def _step_scale(sa_rows, sb_tile, m_mask, ki, stride_sak, stride_sbk, SCALE: gl.
 
 
 @gluon.jit
+def _step_scales_if(sa_rows, sb_tile, m_mask, ki, k_tiles, stride_sak, stride_sbk, SCALE: gl.constexpr):
+    # block scales for a step that may lie past the last (loaded ahead: 0 there), apart: their product is formed
+    # at the promotion, a trip later (`_pipelined_steps` with SCALES_AHEAD)
+    if SCALE == 2:
+        more = ki < k_tiles
+        sa_k = gl.load(sa_rows + ki * stride_sak, mask=m_mask & more, other=0.0)
+        sb_k = gl.load(sb_tile + ki * stride_sbk, mask=more, other=0.0)
+    else:
+        sa_k = gl.full(m_mask.shape, 1.0, gl.float32, m_mask.type.layout)
+        sb_k = 1.0
+    return sa_k, sb_k
+
+
+@gluon.jit
 def _promote(acc, part, sk, SCALE: gl.constexpr):
     if SCALE == 2:
         acc = acc + part * sk[:, None]
@@ -127,20 +141,33 @@ def _issue(a_bufs, b_bufs, ready, part, count, ROW0: gl.constexpr):
 
 @gluon.jit
 def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile, m_mask, count, k_tiles,
-                     stride_sak, stride_sbk, ROW0: gl.constexpr, SCALE: gl.constexpr):
+                     stride_sak, stride_sbk, ROW0: gl.constexpr, SCALE: gl.constexpr, AHEAD: gl.constexpr):
     # One tile's K loop with two partials (128-row tiles: one accumulator and two partials fit the registers):
     # step k+1's wgmma is issued before step k's is waited on and promoted, so a warpgroup's own next wgmma
     # queues behind the other warpgroup's while it promotes. Two steps a trip with no branch inside, so each
     # partial keeps its registers (ptxas serializes wgmmas whose accumulators are copied in flight); the last one
     # or two steps after the loop. Block scales are loaded at the top of a trip, before its wgmmas (loaded
     # between a wait and its promotion, ptxas spilled in-flight accumulators). The same K order and promotion as
-    # the plain loop: the same bits.
+    # the plain loop: the same bits. AHEAD (block scales): each trip loads the next trip's scales as they are and
+    # multiplies this trip's, loaded a trip before (ptxas puts those FMULs ahead of the trip's first wgmma; with
+    # the loads in the same trip that wgmma waited for them: s36's source profile).
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if k_tiles > 0:
+        if AHEAD:  # the first trip's
+            sa0, sb0 = _step_scales_if(sa_rows, sb_tile, m_mask, 0, k_tiles, stride_sak, stride_sbk, SCALE)
+            sa1, sb1 = _step_scales_if(sa_rows, sb_tile, m_mask, 1, k_tiles, stride_sak, stride_sbk, SCALE)
+            sk0 = sa0 * sb0
+            sk1 = sa1 * sb1
         pa_acc = _issue(a_bufs, b_bufs, ready, pa, count, ROW0)  # step 0, in flight into the loop
         for t in range((k_tiles - 1) // 2):
-            sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
-            sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
+            if AHEAD:
+                na0, nb0 = _step_scales_if(sa_rows, sb_tile, m_mask, 2 * t + 2, k_tiles, stride_sak, stride_sbk,
+                                           SCALE)
+                na1, nb1 = _step_scales_if(sa_rows, sb_tile, m_mask, 2 * t + 3, k_tiles, stride_sak, stride_sbk,
+                                           SCALE)
+            else:
+                sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
+                sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
             pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
             pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))  # the older one complete
             mbarrier.arrive(empty.index(count % STAGES), count=1)
@@ -154,11 +181,15 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
             acc = _promote(acc, pb, sk1, SCALE)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # pb's promotion before its next wgmma
             pa_acc = warpgroup_mma_init(pa)  # still in flight: the next wait completes it
+            if AHEAD:  # the next trip's products, formed after this trip's wgmmas were issued
+                sk0 = na0 * nb0
+                sk1 = na1 * nb1
             count += 2
         last = k_tiles - 1
         if k_tiles % 2 == 0:  # two steps left: the one in flight and the last
-            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last - 1, stride_sak, stride_sbk, SCALE)
-            sk1 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+            if not AHEAD:
+                sk0 = _step_scale(sa_rows, sb_tile, m_mask, last - 1, stride_sak, stride_sbk, SCALE)
+                sk1 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
             pb_acc = _issue(a_bufs, b_bufs, ready, pb, count + 1, ROW0)
             pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa_acc, pb_acc))
             mbarrier.arrive(empty.index(count % STAGES), count=1)
@@ -168,7 +199,8 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
             acc = _promote(acc, pb, sk1, SCALE)
             count += 2
         else:
-            sk0 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
+            if not AHEAD:
+                sk0 = _step_scale(sa_rows, sb_tile, m_mask, last, stride_sak, stride_sbk, SCALE)
             pa = warpgroup_mma_wait(num_outstanding=0, deps=(pa_acc,))
             mbarrier.arrive(empty.index(count % STAGES), count=1)
             acc = _promote(acc, pa, sk0, SCALE)
@@ -180,7 +212,7 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
 def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
                    stride_sam, stride_sak, stride_sbn, stride_sbk,
                    HALF: gl.constexpr, SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
-                   PIPELINE: gl.constexpr):
+                   PIPELINE: gl.constexpr, SCALES_AHEAD: gl.constexpr):
     BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
@@ -229,7 +261,8 @@ def _mma_partition(a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr,
             s1 = gl.load(sa_rows1, mask=m_mask1 & any_k, other=0.0) * sb_k
         if PIPE:  # (128-row tiles) the next step's wgmma in flight while this one is promoted
             acc0, count = _pipelined_steps(a_bufs, b_bufs, ready, empty, acc0, part, nxt, sa_rows0, sb_tile, m_mask0,
-                                           count, k_tiles, stride_sak, stride_sbk, ROW0, SCALE)
+                                           count, k_tiles, stride_sak, stride_sbk, ROW0, SCALE,
+                                           SCALES_AHEAD and SCALE == 2)
         for ki in range(0 if PIPE else k_tiles):
             s = count % STAGES
             if AHEAD:  # the next step's: their latency runs under this step's wgmmas
@@ -279,7 +312,7 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
                          stride_sam, stride_sak, stride_sbn, stride_sbk,
                          SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, GROUP_M: gl.constexpr,
                          STAGES: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr,
-                         PIPELINE: gl.constexpr = False):
+                         PIPELINE: gl.constexpr = False, SCALES_AHEAD: gl.constexpr = False):
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
@@ -294,8 +327,10 @@ def _scaled_mm_ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, bias_ptr, M, N,
         mbarrier.init(empty.index(i), count=2)  # both MMA warpgroups release a stage
     gl.warp_specialize([
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SCALE, HAS_BIAS, GROUP_M, PIPELINE,
+                          SCALES_AHEAD)),
         (_mma_partition, (a_bufs, b_bufs, ready, empty, c_desc, c_bufs, sa_ptr, sb_ptr, bias_ptr, M, N, K,
-                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M, PIPELINE)),
+                          stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SCALE, HAS_BIAS, GROUP_M, PIPELINE,
+                          SCALES_AHEAD)),
         (_load_partition, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -75,13 +75,14 @@ def launch_ws(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, sa: torch.Tenso
         _scaled_mm_ws_kernel[(max(1, min(tiles, sms)),)](
             a_desc, b_desc, c_desc, sa, sb, bias if bias is not None else y, m, n, k, sam, sak, sbn, sbk,
             SCALE=scale_code, HAS_BIAS=bias is not None, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
-            MMA_REGS=cfg.ws_regs[0], LOAD_REGS=cfg.ws_regs[1], PIPELINE=cfg.ws_pipeline, num_warps=4,
+            MMA_REGS=cfg.ws_regs[0], LOAD_REGS=cfg.ws_regs[1], PIPELINE=cfg.ws_pipeline,
+            SCALES_AHEAD=cfg.ws_scales_ahead, num_warps=4,
             maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, block_m: int = 256,
                      regs: tuple[int, int] = WS_REGS, block_n: int = 128, pipeline: bool = False,
-                     keep_sass: bool = False) -> dict:
+                     keep_sass: bool = False, scales_ahead: bool = False) -> dict:
     """Compile the Gluon kernel ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts of what makes the kernel (QGMMA: fp8 wgmma; USETMAXREG: the
     warps' register hand-over; UTMALDG / UTMASTG: TMA; SYNCS: mbarriers)."""
@@ -95,6 +96,6 @@ def compile_for_sm90(scale_code: int, stages: int = 3, has_bias: bool = False, b
     for name in ("M", "N", "K", "stride_sam", "stride_sak", "stride_sbn", "stride_sbk"):
         types[name] = "i32"
     consts = {"SCALE": scale_code, "HAS_BIAS": has_bias, "GROUP_M": 8, "STAGES": stages, "MMA_REGS": regs[0],
-              "LOAD_REGS": regs[1], "PIPELINE": pipeline}
+              "LOAD_REGS": regs[1], "PIPELINE": pipeline, "SCALES_AHEAD": scales_ahead}
     return compile_sm90(_scaled_mm_ws_kernel, types, consts, 4, LAUNCH_REGS,
                         ("QGMMA", "USETMAXREG", "UTMALDG", "UTMASTG", "SYNCS"), keep_sass=keep_sass)

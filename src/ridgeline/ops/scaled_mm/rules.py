@@ -54,6 +54,9 @@ class TileConfig:
     ws_regs: tuple[int, int] = WS_REGS
     # 128-row Gluon tiles: the next K step's wgmma issued before this one's promotion (two partials live)
     ws_pipeline: bool = False
+    # Its block scales loaded a trip (two K steps) ahead as they are, their product formed at the promotion: ptxas
+    # hoists that product's FMULs above the step's wgmma, which then waits for loads issued a trip earlier
+    ws_scales_ahead: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -79,7 +82,8 @@ class TileConfig:
         regs = f" r{self.ws_regs[0]}/{self.ws_regs[1]}" if self.warp_specialized and self.ws_regs != WS_REGS else ""
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
-                f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}")
+                f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}"
+                f"{' ahead' if self.ws_scales_ahead else ''}")
 
 
 @dataclass(frozen=True)
@@ -131,29 +135,30 @@ def fewer_waves(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon kernel's 128-row tile instead of its 256-row one where that takes fewer waves of programs over
     the SMs, a 128-row tile counted as 0.55 of a 256-row one (it runs half the wgmmas, a little less efficiently).
     It pays where the last 256-row tile row is mostly empty and the tiles fill the SMs badly: s30 on an H100
-    (h100-fp8-ws-s30-s35.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
+    (h100-fp8-ws-s30-s36.json, the same bits either way) 1.11-1.29x at 1025, 2049 and 4097 rows of 4096x4096 and at
     640x28672x4096; the rule keeps 256 rows at 1100x6144x4096 (0.95x there) and at every shape of full tiles."""
     return WS_TILE_128 if 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n) else cfg
 
 
 def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     """Block scales: the Gluon kernel's 128-row tile where it computes fewer padded rows than the 256-row one
-    (M rounded up to 128 below M rounded up to 256), to 1023 rows. s30 on an H100 (h100-fp8-ws-s30-s35.json, runs
+    (M rounded up to 128 below M rounded up to 256), to 1023 rows. s30 on an H100 (h100-fp8-ws-s30-s36.json, runs
     s30q / s30s, the same bits either way): 1.26-1.63x at 300, 384 and 600 rows (300x28672x4096 111 against 182
     us), 1.26x at 65; the 256-row tile 1.04-1.12x where the padding is equal (200, 256, 400 rows), level at 512 and
     768, and 1.10-1.11x from 1024 rows (8192^3, 1024x28672x4096), where its better efficiency outweighs a last tile
     row's padding. (Row scales follow the waves instead, `fewer_waves`: their 128-row tile paid at 129 rows and lost
     at 1100.)
     Since s34 also where it takes fewer waves as `fewer_waves` counts them, and from 129 rows in its pipelined form
-    (`WS_TILE_128_PIPELINED`). H100 (h100-fp8-ws-s30-s35.json, interleaved, the same bits): the pipelined 5-stage
+    (`WS_TILE_128_PIPELINED`). H100 (h100-fp8-ws-s30-s36.json, interleaved, the same bits): the pipelined 5-stage
     tile against the plain 4-stage one at the rule's 128-row shapes 300x28672x4096 107.1 / 108.6 us, 384x6144x4096
     27.7 / 31.6, 600x28672x4096 133.9 / 138.6; by waves 768x8192x8192 91.3 against 119.3 on 256 rows; where both
     criteria keep 256 rows that tile was the fastest or level (200 and 256 x 28672 x 4096, 400 and 512 x 6144 x
     4096).
     Since s35 also from 1024 rows, where the pipelined tile ran 1.04-1.06x the 256-row one at 4096^3, 8192^3,
-    2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s35.json run s35a; s34a: 1.05x, level, level, 0.97x).
-    Since s36 not from 1024 rows where K passes 8192: the s35 rule's sweep ran 4096x4096x14336 at 468.0 us against
-    the 256-row tile's 437.4 in s33's, at the same clock (see gemm.md for the head-to-head driver run)."""
+    2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s36.json run s35a; s34a: 1.05x, level, level, 0.97x).
+    Since s36 not from 1024 rows where K passes 8192: there the 256-row tile ran 1.06-1.23x the pipelined one at
+    six of seven shapes (h100-fp8-ws-s30-s36.json run s36a: 4096x4096x14336 440.0 against 469.2 us,
+    8192x8192x28672 3769 / 4645, 1024x8192x28672 417.7 / 477.9) and 0.98x at 8192x8192x16384 (2240 / 2199)."""
     fewer_rows = _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256
     if (c.m >= 1024 and c.k <= 8192) or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
         return WS_TILE_128 if c.m <= 128 else WS_TILE_128_PIPELINED
@@ -163,7 +168,7 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
 def fewer_padded_rows_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
     """Block scales: `fewer_padded_rows`, then the 128-row tile's N narrowed as row scales narrow it
     (`narrow_to_one_wave`: N tiles of 32 / 64 lie inside one 128-column weight block, one scale_b a step). H100, s32
-    (h100-fp8-ws-s30-s35.json run s32b, the same bits): 128x4096x14336 34.8 us on 128x32 against 49.3 on 128x128,
+    (h100-fp8-ws-s30-s36.json run s32b, the same bits): 128x4096x14336 34.8 us on 128x32 against 49.3 on 128x128,
     128x4096x4096 11.7 / 16.6, 128x6144x4096 13.7 on 128x64 / 17.3, 96x8192x8192 31.7 on 128x64 / 33.7: the
     fastest tile timed at each."""
     cfg = fewer_padded_rows(cfg, c)
@@ -185,7 +190,7 @@ def fill_the_gpu(cfg: TileConfig, c: Call) -> TileConfig:
 def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
     """The Gluon 128-row tile at 65-128 rows: halve the N tile (to 32) while the halved tiling still fits one wave
     of the SMs, with 6 stages once narrowed. The weight's bytes are the cost here and each SM streams its tiles'
-    rows of it: at 128x4096 the 128-wide tiles keep 32 of 132 SMs busy. H100, s31 (h100-fp8-ws-s30-s35.json run
+    rows of it: at 128x4096 the 128-wide tiles keep 32 of 132 SMs busy. H100, s31 (h100-fp8-ws-s30-s36.json run
     s31b; the same bits: BLOCK_K and the K order are unchanged): 128x4096x14336 30.0 us on 128 tiles of 32 against
     41.4 on 32 of 128 (cuBLAS 36.6), 128x4096x4096 10.7 against 14.9, 128x6144x4096 13.2 on 96 tiles of 64 against
     15.2 (its 192 tiles of 32: 17.8, two waves); 6 stages 1.03-1.07x over 5 on the 64-wide tile. The one loss:
@@ -193,7 +198,7 @@ def narrow_to_one_wave(cfg: TileConfig, c: Call) -> TileConfig:
     bn = cfg.block_n
     while bn > 32 and _cdiv(c.m, cfg.block_m) * _cdiv(c.n, bn // 2) <= c.sms:
         bn //= 2
-    # (narrowed tiles run plain: pipelined they ran 0.96-1.0x, h100-fp8-ws-s30-s35.json run s34b)
+    # (narrowed tiles run plain: pipelined they ran 0.96-1.0x, h100-fp8-ws-s30-s36.json run s34b)
     return cfg if bn == cfg.block_n else replace(cfg, block_n=bn, num_stages=6, ws_pipeline=False)
 
 
@@ -204,10 +209,10 @@ WS_TILE = TileConfig(256, 128, 128, 8, 8, 3, warp_specialized=True)
 WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 4, warp_specialized=True)
 # Its pipelined form (the next K step's wgmma in flight during the promotion: two partials), 5 stages: block scales
 # from 129 rows where the 128-row tile is taken (`fewer_padded_rows`). (At 65-128 rows the narrowed N tiles ran
-# 0.96-1.0x pipelined, h100-fp8-ws-s30-s35.json.)
+# 0.96-1.0x pipelined, h100-fp8-ws-s30-s36.json.)
 WS_TILE_128_PIPELINED = replace(WS_TILE_128, num_stages=5, ws_pipeline=True)
 # Block scales on the 256-row tile, 4 stages (its scales a step ahead, kernel_ws.py). (The 224 / 56 register split
-# compiles it without spills but ran 0.94-0.97x at 7 of 8 shapes on an H100, h100-fp8-ws-s30-s35.json run s31a.)
+# compiles it without spills but ran 0.94-0.97x at 7 of 8 shapes on an H100, h100-fp8-ws-s30-s36.json run s31a.)
 WS_TILE_BLOCK = TileConfig(256, 128, 128, 8, 8, 4, warp_specialized=True)
 
 # Block mode keeps BLOCK_K = 128 (one scale group per K step) and N tiles of at most 128: the partial product and
@@ -227,15 +232,16 @@ GEMM_RULES: tuple[Rule, ...] = (
          "(1.09x the old rule at M = 16, 1.53x at M = 64 with the wider N tiles)", max_m=64, modes=("block",),
          adjust=fill_the_gpu),
     # The warp-specialized kernel (kernel_ws.py) where it can run, block scales from 65 rows (measured on an H100 in
-    # s30, h100-fp8-ws-s30-s35.json: graph timings over weight copies, the same bits as the rules' tiles). Large M (run
+    # s30, h100-fp8-ws-s30-s36.json: graph timings over weight copies, the same bits as the rules' tiles). Large M (run
     # s30k): the 256-row tile with each K step's scales loaded a step ahead, 4 stages, 1.75-1.87x it without (s24's
     # rule) and 2.1-2.9x the deferred 128x128 Triton tile (4096^3 125 vs 234 vs 289 us, 8192^3 1087 vs 1904 vs
     # 2264, 1024x28672x4096 217 vs 406 vs 619, 512x6144x4096 32 vs 55 vs 92); 3 stages 1.01-1.08x slower at 3 of 4.
     # 65-768 rows (runs s30q, s30s): 1.02-2.11x the deferred Triton tiles (65x6144x4096 16.9 vs 21.6 us on 128
     # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized (a TMA load warp, two MMA warpgroups that "
-         "promote in turn): 128x128 pipelined from 1024 rows (1.04-1.06x 256x128, H100 s35) and below where it pads "
-         "fewer rows or takes fewer waves (s34), else 256x128 with its scales a step ahead (1.75-1.87x s24's, "
+         "promote in turn): 128x128 pipelined from 1024 rows to K = 8192 (1.04-1.06x 256x128, H100 s35; past "
+         "it 256x128, s36) and below where it pads fewer rows or takes fewer waves (s34), else 256x128 with "
+         "its scales a step ahead (1.75-1.87x s24's, "
          "1.02-2.9x the Triton tiles, H100 s30); N narrowed to fill one wave at 65-128 rows (s32)",
          modes=("block",), ws=True,
          adjust=fewer_padded_rows_one_wave),
@@ -256,7 +262,7 @@ GEMM_RULES: tuple[Rule, ...] = (
          "deep pipeline, pointer loads (1.09-1.91x TMA, s23)", max_m=32, adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6), "small batch (M <= 64): weight-bound; one 64-row wgmma tile, deep "
          "pipeline, TMA (0.89-1.16x pointer loads at M = 64, s23)", max_m=64, adjust=fill_the_gpu),
-    # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-s30-s35.json run s30o, the
+    # 65-128 rows on the Gluon kernel's 128-row tile, 5 stages (H100, s30, h100-fp8-ws-s30-s36.json run s30o, the
     # same bits): 1.07-1.23x the Triton rule below at all six timed shapes (128x4096x14336 41.4 vs 46.9 us,
     # 96x8192x8192 29.8 vs 36.7, 65x6144x4096 16.0 vs 20.5), 0.89-1.00x torch._scaled_mm; 4 stages 1.00-1.08x slower
     # at 5 of 6.
