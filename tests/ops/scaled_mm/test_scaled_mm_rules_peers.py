@@ -141,10 +141,14 @@ def test_the_gluon_kernel_takes_128_row_tiles_where_they_take_fewer_waves():
     assert block == {65: 128, 128: 128, 200: 256, 256: 256, 300: 128, 384: 128, 400: 256, 600: 128, 768: 256,
                      1024: 128, 2049: 128, 8192: 128}
     assert config_for(8192, 8192, 8192, "block", interpreted=False, ws=True).ws_pipeline
-    # (s36) but not where K passes 8192: there the 256-row tile, unless it pads more rows or takes more waves
-    assert [config_for(m, n, k, "block", interpreted=False, ws=True).block_m
-            for m, n, k in ((4096, 4096, 14336), (8192, 8192, 28672), (16384, 16384, 16384), (1024, 8192, 28672),
-                            (4096, 4096, 8192), (1100, 4096, 14336))] == [256, 256, 256, 256, 128, 128]
+    # (s36) and where K passes 8192, from 1024 rows, with its block scales a trip ahead
+    ahead = {(m, n, k): config_for(m, n, k, "block", interpreted=False, ws=True)
+             for m, n, k in ((4096, 4096, 14336), (8192, 8192, 28672), (16384, 16384, 16384), (1024, 8192, 28672),
+                             (1100, 4096, 14336), (4096, 4096, 8192), (600, 8192, 28672))}
+    assert all(c.block_m == 128 and c.ws_pipeline for c in ahead.values())
+    assert [shape for shape, c in ahead.items() if c.ws_scales_ahead] == [
+        (4096, 4096, 14336), (8192, 8192, 28672), (16384, 16384, 16384), (1024, 8192, 28672), (1100, 4096, 14336)]
+    assert not config_for(4096, 4096, 14336, "row", interpreted=False, ws=True).ws_scales_ahead
     # (s34) by waves too below 1024 rows, and from 129 rows the pipelined 5-stage form of the 128-row tile
     big = config_for(768, 8192, 8192, "block", interpreted=False, ws=True)
     assert big.block_m == 128 and big.ws_pipeline and big.num_stages == 5

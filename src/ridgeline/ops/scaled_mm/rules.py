@@ -156,12 +156,17 @@ def fewer_padded_rows(cfg: TileConfig, c: Call) -> TileConfig:
     4096).
     Since s35 also from 1024 rows, where the pipelined tile ran 1.04-1.06x the 256-row one at 4096^3, 8192^3,
     2048x4096x4096 and 1024x28672x4096 (h100-fp8-ws-s30-s36.json run s35a; s34a: 1.05x, level, level, 0.97x).
-    Since s36 not from 1024 rows where K passes 8192: there the 256-row tile ran 1.06-1.23x the pipelined one at
-    six of seven shapes (h100-fp8-ws-s30-s36.json run s36a: 4096x4096x14336 440.0 against 469.2 us,
-    8192x8192x28672 3769 / 4645, 1024x8192x28672 417.7 / 477.9) and 0.98x at 8192x8192x16384 (2240 / 2199)."""
+    From 1024 rows where K passes 8192 the pipelined tile lost to the 256-row one (1.06-1.23x at six of seven
+    shapes, run s36a: 4096x4096x14336 440.0 against 469.2 us, 1024x8192x28672 417.7 / 477.9), so since s36 it takes
+    its scales a trip ahead there (`WS_TILE_128_AHEAD`), 1.04-1.16x the 256-row tile and 1.06-1.14x the s35 form in
+    two runs on two machines (runs s36b / s36c: 4096x4096x14336 456.8 / 457.6 against 476.5 / 477.4 on 256 rows,
+    2048x4096x14336 218.6 / 254.6, 1024x8192x28672 434.8 / 484.7). At K <= 8192 that form was no better (0.89-1.10x
+    the s35 form, 4096x4096x8192 0.91x and 0.94x in both runs)."""
     fewer_rows = _cdiv(c.m, 128) * 128 < _cdiv(c.m, 256) * 256
-    if (c.m >= 1024 and c.k <= 8192) or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
-        return WS_TILE_128 if c.m <= 128 else WS_TILE_128_PIPELINED
+    if c.m >= 1024 or fewer_rows or 0.55 * _waves(c, 128, cfg.block_n) < _waves(c, 256, cfg.block_n):
+        if c.m <= 128:
+            return WS_TILE_128
+        return WS_TILE_128_AHEAD if c.m >= 1024 and c.k > 8192 else WS_TILE_128_PIPELINED
     return cfg
 
 
@@ -211,6 +216,8 @@ WS_TILE_128 = TileConfig(128, 128, 128, 8, 8, 4, warp_specialized=True)
 # from 129 rows where the 128-row tile is taken (`fewer_padded_rows`). (At 65-128 rows the narrowed N tiles ran
 # 0.96-1.0x pipelined, h100-fp8-ws-s30-s36.json.)
 WS_TILE_128_PIPELINED = replace(WS_TILE_128, num_stages=5, ws_pipeline=True)
+# (s36) and its block scales loaded a trip ahead, from 1024 rows where K passes 8192 (`fewer_padded_rows`)
+WS_TILE_128_AHEAD = replace(WS_TILE_128_PIPELINED, ws_scales_ahead=True)
 # Block scales on the 256-row tile, 4 stages (its scales a step ahead, kernel_ws.py). (The 224 / 56 register split
 # compiles it without spills but ran 0.94-0.97x at 7 of 8 shapes on an H100, h100-fp8-ws-s30-s36.json run s31a.)
 WS_TILE_BLOCK = TileConfig(256, 128, 128, 8, 8, 4, warp_specialized=True)
@@ -239,8 +246,8 @@ GEMM_RULES: tuple[Rule, ...] = (
     # 65-768 rows (runs s30q, s30s): 1.02-2.11x the deferred Triton tiles (65x6144x4096 16.9 vs 21.6 us on 128
     # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized (a TMA load warp, two MMA warpgroups that "
-         "promote in turn): 128x128 pipelined from 1024 rows to K = 8192 (1.04-1.06x 256x128, H100 s35; past "
-         "it 256x128, s36) and below where it pads fewer rows or takes fewer waves (s34), else 256x128 with "
+         "promote in turn): 128x128 pipelined from 1024 rows (1.04-1.06x 256x128, H100 s35; past K = 8192 "
+         "with its scales a trip ahead, 1.04-1.16x 256x128, s36) and below where it pads fewer rows or takes fewer waves (s34), else 256x128 with "
          "its scales a step ahead (1.75-1.87x s24's, "
          "1.02-2.9x the Triton tiles, H100 s30); N narrowed to fill one wave at 65-128 rows (s32)",
          modes=("block",), ws=True,
