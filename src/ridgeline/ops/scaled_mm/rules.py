@@ -247,9 +247,9 @@ GEMM_RULES: tuple[Rule, ...] = (
     # rows, 200x28672x4096 61.3 vs 129.3 on 256, 300x28672x4096 111 vs 227 on 128), the tile by `fewer_padded_rows`.
     Rule(WS_TILE_BLOCK, "block scales, M > 64, sm_90: warp-specialized (a TMA load warp, two MMA warpgroups that "
          "promote in turn): 128x128 pipelined from 1024 rows (1.04-1.06x 256x128, H100 s35; past K = 8192 "
-         "with its scales a trip ahead, 1.04-1.16x 256x128, s36) and below where it pads fewer rows or takes fewer waves (s34), else 256x128 with "
-         "its scales a step ahead (1.75-1.87x s24's, "
-         "1.02-2.9x the Triton tiles, H100 s30); N narrowed to fill one wave at 65-128 rows (s32)",
+         "with its scales a trip ahead, 1.04-1.16x 256x128, s36) and below where it pads fewer rows or takes "
+         "fewer waves (s34), else 256x128 with its scales a step ahead (1.75-1.87x s24's, 1.02-2.9x the Triton "
+         "tiles, H100 s30); N narrowed to fill one wave at 65-128 rows (s32)",
          modes=("block",), ws=True,
          adjust=fewer_padded_rows_one_wave),
     Rule(TileConfig(64, 128, 128, 8, 4, 4, defer_scale=True), "block scales, mid M: 64x128 over 4 warps, "
