@@ -107,17 +107,12 @@ def _step_scale(sa_rows, sb_tile, m_mask, ki, stride_sak, stride_sbk, SCALE: gl.
 
 
 @gluon.jit
-def _step_scales_if(sa_rows, sb_tile, m_mask, ki, k_tiles, stride_sak, stride_sbk, SCALE: gl.constexpr):
-    # block scales for a step that may lie past the last (loaded ahead: 0 there), apart: their product is formed
-    # at the promotion, a trip later (`_pipelined_steps` with SCALES_AHEAD)
-    if SCALE == 2:
-        more = ki < k_tiles
-        sa_k = gl.load(sa_rows + ki * stride_sak, mask=m_mask & more, other=0.0)
-        sb_k = gl.load(sb_tile + ki * stride_sbk, mask=more, other=0.0)
-    else:
-        sa_k = gl.full(m_mask.shape, 1.0, gl.float32, m_mask.type.layout)
-        sb_k = 1.0
-    return sa_k, sb_k
+def _step_scales_ahead(sa_rows, sb_tile, m_mask, ki, k_tiles, stride_sak, stride_sbk):
+    # block scales only: step ki's scale_a rows and scale_b, apart (0 past the last step), for `_pipelined_steps`
+    # with AHEAD, which forms their product a trip after the load
+    more = ki < k_tiles
+    return (gl.load(sa_rows + ki * stride_sak, mask=m_mask & more, other=0.0),
+            gl.load(sb_tile + ki * stride_sbk, mask=more, other=0.0))
 
 
 @gluon.jit
@@ -149,22 +144,20 @@ def _pipelined_steps(a_bufs, b_bufs, ready, empty, acc, pa, pb, sa_rows, sb_tile
     # or two steps after the loop. Block scales are loaded at the top of a trip, before its wgmmas (loaded
     # between a wait and its promotion, ptxas spilled in-flight accumulators). The same K order and promotion as
     # the plain loop: the same bits. AHEAD (block scales): each trip loads the next trip's scales as they are and
-    # multiplies this trip's, loaded a trip before (ptxas puts those FMULs ahead of the trip's first wgmma; with
-    # the loads in the same trip that wgmma waited for them: s36's source profile).
+    # forms their products at its end, after its wgmmas were issued. (Loaded and multiplied in the trip that uses
+    # them, ptxas put the FMULs before the trip's first wgmma, which then waited for the loads: s36's profile.)
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if k_tiles > 0:
         if AHEAD:  # the first trip's
-            sa0, sb0 = _step_scales_if(sa_rows, sb_tile, m_mask, 0, k_tiles, stride_sak, stride_sbk, SCALE)
-            sa1, sb1 = _step_scales_if(sa_rows, sb_tile, m_mask, 1, k_tiles, stride_sak, stride_sbk, SCALE)
+            sa0, sb0 = _step_scales_ahead(sa_rows, sb_tile, m_mask, 0, k_tiles, stride_sak, stride_sbk)
+            sa1, sb1 = _step_scales_ahead(sa_rows, sb_tile, m_mask, 1, k_tiles, stride_sak, stride_sbk)
             sk0 = sa0 * sb0
             sk1 = sa1 * sb1
         pa_acc = _issue(a_bufs, b_bufs, ready, pa, count, ROW0)  # step 0, in flight into the loop
         for t in range((k_tiles - 1) // 2):
             if AHEAD:
-                na0, nb0 = _step_scales_if(sa_rows, sb_tile, m_mask, 2 * t + 2, k_tiles, stride_sak, stride_sbk,
-                                           SCALE)
-                na1, nb1 = _step_scales_if(sa_rows, sb_tile, m_mask, 2 * t + 3, k_tiles, stride_sak, stride_sbk,
-                                           SCALE)
+                na0, nb0 = _step_scales_ahead(sa_rows, sb_tile, m_mask, 2 * t + 2, k_tiles, stride_sak, stride_sbk)
+                na1, nb1 = _step_scales_ahead(sa_rows, sb_tile, m_mask, 2 * t + 3, k_tiles, stride_sak, stride_sbk)
             else:
                 sk0 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t, stride_sak, stride_sbk, SCALE)
                 sk1 = _step_scale(sa_rows, sb_tile, m_mask, 2 * t + 1, stride_sak, stride_sbk, SCALE)
