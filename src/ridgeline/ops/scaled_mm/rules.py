@@ -54,8 +54,8 @@ class TileConfig:
     ws_regs: tuple[int, int] = WS_REGS
     # 128-row Gluon tiles: the next K step's wgmma issued before this one's promotion (two partials live)
     ws_pipeline: bool = False
-    # Its block scales loaded a trip (two K steps) ahead as they are, their product formed at the promotion: ptxas
-    # hoists that product's FMULs above the step's wgmma, which then waits for loads issued a trip earlier
+    # Its block scales loaded a trip (two K steps) ahead as they are and multiplied after that trip's wgmmas issue,
+    # so no FMUL on a fresh load sits before a wgmma (kernel_ws.py `_pipelined_steps`)
     ws_scales_ahead: bool = False
 
     def __post_init__(self) -> None:
