@@ -5,8 +5,8 @@
       --impl scripts/device/attn_kernels.py:ws_overlap --impl scripts/device/attn_kernels.py:triton ...
   (and :ws_overlap_pingpong)
 
-`ws` and `ws_overlap` raise (a recorded failure) where the Gluon forward cannot run: not sm_90, packed batches,
-windows, D other than 64 / 128 / 256 (D = 256 is not in the rules: it runs here only).
+`ws`, `ws_overlap` and `ws_persistent` raise (a recorded failure) where the Gluon forward cannot run: not sm_90,
+windows, D other than 64 / 128 / 256.
 """
 
 from __future__ import annotations
@@ -25,16 +25,25 @@ def triton(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None)
     return _forward(*args, store_lse=False, cfg=config_for("fwd", q.shape[-1], left >= 0 or right >= 0))[0]
 
 
-def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool, pingpong: bool = False) -> torch.Tensor:
-    q, k, v, cu_q, _cu_k, _mq, _mk, scale, left, right = _prepare(q, k, v, causal, None, window, cu_seqlens,
-                                                                  max_seqlen)
-    if not ws_supported(q, k, v, cu_q is not None, left, right):
-        raise ValueError("ws / ws_overlap: the Gluon forward runs dense [B, S, H, D] full or causal attention, "
+def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool, pingpong: bool = False,
+           pairs: bool = False, persistent: bool = False) -> torch.Tensor:
+    q, k, v, cu_q, cu_k, max_q, max_k, scale, left, right = _prepare(q, k, v, causal, None, window, cu_seqlens,
+                                                                     max_seqlen)
+    varlen = cu_q is not None
+    if not ws_supported(q, k, v, varlen, left, right):
+        raise ValueError("ws / ws_overlap: the Gluon forward runs dense or packed full or causal attention, "
                          "D 64, 128 or 256, 16-bit, on sm_90; not this call")
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    launch_ws(q, k, v, out, _new_lse(q, False), scale, right == 0, False, WS_FORWARD.stages, overlap,
-              pingpong=pingpong)
+    out = (torch.zeros if varlen else torch.empty)(q.shape, dtype=q.dtype, device=q.device)
+    launch_ws(q, k, v, out, _new_lse(q, varlen), scale, right == 0, False, WS_FORWARD.stages, overlap,
+              pingpong=pingpong, pairs=pairs, persistent=persistent, cu_q=cu_q if varlen else None,
+              cu_k=cu_k if varlen else None, max_q=max_q, max_k=max_k)
     return out
+
+
+def ws_persistent(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:
+    """Overlapped, one program an SM walking the query tiles (causal: in pairs m, n_m - 1 - m, not overlapped:
+    ptxas moves the PV wait up in that form, attention.md)."""
+    return _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, not causal, pairs=causal, persistent=True)
 
 
 def ws(q, k, v, causal=False, window=None, cu_seqlens=None, max_seqlen=None) -> torch.Tensor:

@@ -21,10 +21,14 @@ def test_ws_forward_compiles_for_sm90(triton_path):
              (128, True, 2, False, True, False, False), (128, True, 2, True, True, False, False),
              (256, True, 2, False, False, False, False), (128, True, 2, False, False, True, True),
              (128, False, 2, True, False, False, True), (128, True, 2, True, True, True, True))
+    # packed batches (per-sequence K / V views made on the device): the same forms
+    packed = ((128, True, 2, True, False, False, False), (128, True, 2, False, False, True, True),
+              (256, False, 2, True, False, False, False))
+    runs = [(*c, False) for c in cases] + [(*c, True) for c in packed]
     results = compile_in_child("ridgeline.ops.attention.launch_ws",
-                               f"[compile_for_sm90(d, c, s, o, pingpong=pp, pairs=pa, persistent=pe) "
-                               f"for d, c, s, o, pp, pa, pe in {cases!r}]", triton_path)
-    for (d, _causal, stages, overlap, _pingpong, pairs, persistent), r in zip(cases, results):
+                               f"[compile_for_sm90(d, c, s, o, pingpong=pp, pairs=pa, persistent=pe, varlen=vl) "
+                               f"for d, c, s, o, pp, pa, pe, vl in {runs!r}]", triton_path)
+    for (d, _causal, stages, overlap, _pingpong, pairs, persistent), r in zip(cases + packed, results):
         assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 (D = 256: 64) x D
         sass = r["sass"]
         # Per key tile each MMA warpgroup issues S = QK^T and O += PV as k16 wgmmas, the load warp TMA copies of
@@ -81,7 +85,9 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
     assert fwd((4, 4096, 32, 32, 64), "full") == WS_FORWARD.describe(64)
     assert fwd((4, 4096, 16, 16, 256)) == WS_FORWARD.describe(256, True, 4096) and "128x64" in fwd(
         (4, 4096, 16, 16, 256))
-    for shape, variant in (((16384, 32, 8, 128), "causal"), ((4, 4096, 32, 8, 128), "window"),
+    # packed batches: the schedule of the longest sequence's keys (16384 tokens: 8192 the longest)
+    assert fwd((16384, 32, 8, 128)) == WS_FORWARD.describe(128, True, 8192)
+    for shape, variant in (((16384, 32, 8, 128), "window"), ((4, 4096, 32, 8, 128), "window"),
                            ((4, 4096, 32, 8, 128), "causal+bhsd")):
         assert not fwd(shape, variant).startswith("gluon"), (shape, variant)
     capability[0] = (8, 0)

@@ -49,15 +49,37 @@ def _items_per_head(seq_q, BLOCK_M: gl.constexpr, PAIRS: gl.constexpr):
 
 @gluon.jit
 def _item(item, seq_q, H, BLOCK_M: gl.constexpr, PAIRS: gl.constexpr):
-    # (item within its head, batch, head, query tiles in the item). Items of one head are adjacent (they read the
-    # same K and V: L2 hits for the programs running beside each other).
+    # (item within its head, batch, head). Items of one head are adjacent (they read the same K and V: L2 hits for
+    # the programs running beside each other). seq_q: the longest sequence's queries (packed batches).
     per_head = _items_per_head(seq_q, BLOCK_M, PAIRS)
-    j = item % per_head
     bh = item // per_head
-    n_sub = 1
+    return item % per_head, bh // H, bh % H
+
+
+@gluon.jit
+def _seq(cu_q, cu_k, b, seq_q, seq_k, VARLEN: gl.constexpr):
+    # (Q view row of the sequence's first query, its queries, first key token, its keys). Dense: batch b's rows of
+    # the [B * S_q, H * D] view; packed (cu_seqlens): the sequence's own bounds.
+    if VARLEN:
+        q0 = gl.load(cu_q + b)
+        k0 = gl.load(cu_k + b)
+        return q0, gl.load(cu_q + b + 1) - q0, k0, gl.load(cu_k + b + 1) - k0
+    else:
+        return b * seq_q, seq_q, 0, seq_k
+
+
+@gluon.jit
+def _n_sub(j, seq_q, BLOCK_M: gl.constexpr, PAIRS: gl.constexpr, VARLEN: gl.constexpr):
+    # Query tiles of item j in a sequence of seq_q queries: a packed batch's shorter sequences have fewer items
+    # than the grid's (counted on the longest), and those items do nothing.
+    n_m = gl.cdiv(seq_q, BLOCK_M)
     if PAIRS:
-        n_sub = gl.minimum(gl.cdiv(seq_q, BLOCK_M) - 2 * j, 2)
-    return j, bh // H, bh % H, n_sub
+        n_sub = gl.maximum(gl.minimum(n_m - 2 * j, 2), 0)
+    elif VARLEN:
+        n_sub = (j < n_m).to(gl.int32)
+    else:
+        n_sub = 1
+    return n_sub
 
 
 @gluon.jit
@@ -80,10 +102,33 @@ def _key_end(m0, seq_q, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty,
-               b, h, m0, kv, tiles, seq_q, seq_k, GROUP, CAUSAL: gl.constexpr, MULTI: gl.constexpr):
-    # Q of the query tile at m0 (the program's tiles-th), then its K and V tiles into the ring from its kv-th slot
-    # on; returns how many K / V tiles it loaded.
+def _kv_views(k_desc, v_desc, k_ptr, v_ptr, k0, seq_k, b, h, H, GROUP, VARLEN: gl.constexpr):
+    # (K view, V view, coordinates of this head's first key in them). Dense: the launch's [B, S_k, H_kv * D]
+    # views. Packed: views made on the device over this sequence's keys of this head alone ([1, seq_k, D], rows
+    # H_kv * D apart), so keys past its end arrive as zeros, as in the dense views, never as the next sequence's
+    # (an inf or NaN there would turn a masked p = 0 times V into NaN).
+    HEAD_D: gl.constexpr = k_desc.block_type.shape[2]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
+    kv_col = (h // GROUP) * HEAD_D
+    if VARLEN:
+        row = (H // GROUP).to(gl.int64) * HEAD_D
+        first = k0.to(gl.int64) * row + kv_col
+        plane = gl.maximum(seq_k, 1).to(gl.int64) * row
+        k_view = tma.make_tensor_descriptor(k_ptr + first, [1, seq_k, HEAD_D], [plane, row, 1], [1, BLOCK_N, HEAD_D],
+                                            k_desc.layout)
+        v_view = tma.make_tensor_descriptor(v_ptr + first, [1, seq_k, HEAD_D], [plane, row, 1], [1, BLOCK_N, HEAD_D],
+                                            v_desc.layout)
+        return k_view, v_view, 0, 0
+    else:
+        return k_desc, v_desc, b, kv_col
+
+
+@gluon.jit
+def _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
+               k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr,
+               MULTI: gl.constexpr, VARLEN: gl.constexpr):
+    # Q of the query tile at m0 (the program's tiles-th; q_row0: its sequence's first row in Q's view), then its K
+    # and V tiles into the ring from its kv-th slot on; returns how many K / V tiles it loaded.
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -93,8 +138,8 @@ def _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k
     if MULTI:
         mbarrier.wait(q_empty, (tiles & 1) ^ 1)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [b * seq_q + m0, h * HEAD_D], q_bar, q_smem)
-    kv_col = (h // GROUP) * HEAD_D
+    tma.async_copy_global_to_shared(q_desc, [q_row0 + m0, h * HEAD_D], q_bar, q_smem)
+    k_view, v_view, kv_b, kv_col = _kv_views(k_desc, v_desc, k_ptr, v_ptr, k0, seq_k, b, h, H, GROUP, VARLEN)
     n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
     for it in range(n_tiles):
         s, phase = _ring(kv + it, STAGES)
@@ -102,33 +147,38 @@ def _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k
         # the next K lands while the last PV still runs. A fresh barrier passes phase 1.
         mbarrier.wait(k_empty.index(s), phase ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
+        tma.async_copy_global_to_shared(k_view, [kv_b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
         mbarrier.wait(v_empty.index(s), phase ^ 1)
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
+        tma.async_copy_global_to_shared(v_view, [kv_b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
     return n_tiles
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
-                    v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL: gl.constexpr, PAIRS: gl.constexpr,
-                    PERSISTENT: gl.constexpr):
+def _load_partition(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_bufs, v_bufs, q_bar, q_empty,
+                    k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL: gl.constexpr,
+                    PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     if PERSISTENT or PAIRS:
         kv = 0  # K / V tiles loaded so far: the ring runs on across a program's query tiles
         tiles = 0  # query tiles so far (the phase of q_bar and q_empty)
         for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-            j, b, h, n_sub = _item(item, seq_q, H, BLOCK_M, PAIRS)
-            for k in range(n_sub):
-                m0 = _sub_tile(j, k, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
-                kv += _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
-                                 k_empty, v_empty, b, h, m0, kv, tiles, seq_q, seq_k, GROUP, CAUSAL, True)
+            j, b, h = _item(item, seq_q, H, BLOCK_M, PAIRS)
+            q_row0, sq, k0, sk = _seq(cu_q, cu_k, b, seq_q, seq_k, VARLEN)
+            for k in range(_n_sub(j, sq, BLOCK_M, PAIRS, VARLEN)):
+                m0 = _sub_tile(j, k, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+                kv += _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty,
+                                 k_ready, v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, sq, sk, H,
+                                 GROUP, CAUSAL, True, VARLEN)
                 tiles += 1
     else:  # one tile a program: no loop-carried counters (the MMA side's registers are tight)
-        j, b, h, n_sub = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
-        m0 = _sub_tile(j, 0, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
-        _load_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
-                   v_empty, b, h, m0, 0, 0, seq_q, seq_k, GROUP, CAUSAL, False)
+        j, b, h = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
+        q_row0, sq, k0, sk = _seq(cu_q, cu_k, b, seq_q, seq_k, VARLEN)
+        if _n_sub(j, sq, BLOCK_M, PAIRS, VARLEN) > 0:  # (packed: past a shorter sequence's end, nothing)
+            m0 = _sub_tile(j, 0, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+            _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready,
+                       v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, 0, 0, sq, sk, H, GROUP, CAUSAL, False,
+                       VARLEN)
 
 
 @gluon.jit
@@ -281,8 +331,9 @@ def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty,
 
 
 @gluon.jit
-def _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q,
+def _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, tok0, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q,
                 HALF: gl.constexpr, STORE_LSE: gl.constexpr):
+    # tok0: the sequence's first token in a packed batch (its s_ob, s_lb are 0), 0 in a dense one
     ROWS: gl.constexpr = acc.type.shape[0]
     HEAD_D: gl.constexpr = acc.type.shape[1]
     o_layout: gl.constexpr = acc.type.layout
@@ -292,19 +343,23 @@ def _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, m0, s_ob, s_os, s_oh, s_l
     l_safe = gl.where(empty, 1.0, l_i)
     out = acc / gl.convert_layout(l_safe, o_rows)[:, None]
     offs_mo = row0 + gl.arange(0, ROWS, layout=o_rows)
+    row_ok = offs_mo < seq_q
+    offs_mo = offs_mo + tok0
     offs_d = gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, o_layout))
     base = out_ptr + b.to(gl.int64) * s_ob + h.to(gl.int64) * s_oh
     ptrs = base + offs_mo.to(gl.int64)[:, None] * s_os + offs_d[None, :]
-    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=(offs_mo < seq_q)[:, None])
+    gl.store(ptrs, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
     if STORE_LSE:
         offs_m = row0 + gl.arange(0, ROWS, layout=m_i.type.layout)
         lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
-        gl.store(lse_ptr + b.to(gl.int64) * s_lb + h.to(gl.int64) * s_lh + offs_m, lse, mask=offs_m < seq_q)
+        gl.store(lse_ptr + b.to(gl.int64) * s_lb + h.to(gl.int64) * s_lh + (offs_m + tok0), lse,
+                 mask=offs_m < seq_q)
 
 
 @gluon.jit
 def _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr, lse_ptr,
-              s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, kv, tiles, turns, seq_q, seq_k, qk_scale, HALF: gl.constexpr,
+              s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, kv, tiles, turns, seq_q, seq_k, qk_scale,
+              HALF: gl.constexpr,
               CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
               MULTI: gl.constexpr):
     # This warpgroup's rows of the query tile at m0 (the program's tiles-th, its K / V from the kv-th on): attend
@@ -315,28 +370,30 @@ def _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
     mbarrier.wait(q_bar, tiles & 1)
     acc, m_i, l_i = _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, n_tiles,
                             kv, turns, seq_q, seq_k, qk_scale, HALF, CAUSAL, OVERLAP, PINGPONG, MULTI)
-    _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, HALF, STORE_LSE)
+    _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, tok0, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, HALF,
+                STORE_LSE)
     return n_tiles
 
 
 @gluon.jit
 def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                   lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items,
+                   lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items,
                    HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
-                   PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr):
+                   PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     if PERSISTENT or PAIRS:
         kv = 0  # K / V tiles consumed so far (the load partition's count)
         tiles = 0  # query tiles so far (q_bar's phase)
         turns = 0  # wgmma turns taken so far (PINGPONG)
         for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-            j, b, h, n_sub = _item(item, seq_q, H, BLOCK_M, PAIRS)
-            for k in range(n_sub):
-                m0 = _sub_tile(j, k, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+            j, b, h = _item(item, seq_q, H, BLOCK_M, PAIRS)
+            q_row0, sq, _k0, sk = _seq(cu_q, cu_k, b, seq_q, seq_k, VARLEN)
+            tok0 = q_row0 if VARLEN else 0
+            for k in range(_n_sub(j, sq, BLOCK_M, PAIRS, VARLEN)):
+                m0 = _sub_tile(j, k, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
                 n_tiles = _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty,
-                                    turn, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, kv, tiles,
-                                    turns, seq_q, seq_k, qk_scale, HALF, CAUSAL, STORE_LSE, OVERLAP, PINGPONG,
-                                    True)
+                                    turn, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, kv, tiles,
+                                    turns, sq, sk, qk_scale, HALF, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, True)
                 kv += n_tiles
                 tiles += 1
                 if PINGPONG:
@@ -345,20 +402,24 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_e
                     else:
                         turns += n_tiles
     else:  # one tile a program: no loop-carried counters (registers are tight at D = 128)
-        j, b, h, n_sub = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
-        m0 = _sub_tile(j, 0, seq_q, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
-        _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                  lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, m0, 0, 0, 0, seq_q, seq_k, qk_scale, HALF, CAUSAL,
-                  STORE_LSE, OVERLAP, PINGPONG, False)
+        j, b, h = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
+        q_row0, sq, _k0, sk = _seq(cu_q, cu_k, b, seq_q, seq_k, VARLEN)
+        tok0 = q_row0 if VARLEN else 0
+        if _n_sub(j, sq, BLOCK_M, PAIRS, VARLEN) > 0:  # (packed: past a shorter sequence's end, nothing)
+            m0 = _sub_tile(j, 0, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
+            _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
+                      lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, 0, 0, 0, sq, sk, qk_scale, HALF,
+                      CAUSAL, STORE_LSE, OVERLAP, PINGPONG, False)
 
 
 @gluon.jit
-def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, GROUP,
-                 qk_scale, n_items, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, STAGES: gl.constexpr,
-                 OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr,
-                 MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+def _attn_fwd_ws(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh,
+                 seq_q, seq_k, H, GROUP, qk_scale, n_items, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr,
+                 STAGES: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, PAIRS: gl.constexpr,
+                 PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
     # A 1-D grid of programs over the n_items (B * H heads' items, a head's adjacent): one item a program, or with
-    # PERSISTENT one program an SM taking items pid, pid + grid, ...
+    # PERSISTENT one program an SM taking items pid, pid + grid, ... VARLEN: a packed batch (cu_seqlens); seq_q and
+    # seq_k are then the longest sequence's, which the items are counted on; k_ptr and v_ptr are read only then.
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -384,11 +445,12 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_l
         mbarrier.init(v_empty.index(i), count=2)
     gl.warp_specialize([
         (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
-                          out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items, 0,
-                          CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT)),
+                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
+                          n_items, 0, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN)),
         (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
-                          out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items, 1,
-                          CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT)),
-        (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
-                           k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL, PAIRS, PERSISTENT)),
+                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
+                          n_items, 1, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN)),
+        (_load_partition, (q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_bufs, v_bufs, q_bar,
+                           q_empty, k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL,
+                           PAIRS, PERSISTENT, VARLEN)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -41,10 +41,17 @@ def ws_device(device: torch.device) -> bool:
 
 
 def ws_kind(dtype: torch.dtype, head_d: int, varlen: bool, left: int, right: int) -> bool:
-    """The kind of call the kernel is written for, whatever the tensors: dense batches (no cu_seqlens), full or
-    causal attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
-    return (not varlen and left < 0 and right <= 0 and dtype in (torch.bfloat16, torch.float16)
-            and head_d in HEAD_DIMS)
+    """The kind of call the kernel is written for, whatever the tensors: dense or packed batches, full or causal
+    attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
+    return left < 0 and right <= 0 and dtype in (torch.bfloat16, torch.float16) and head_d in HEAD_DIMS
+
+
+def _tokens_back_to_back(t: torch.Tensor) -> bool:
+    """Packed [T, H, D] whose tokens hold H * D elements back to back (16-byte aligned): the 2-D view
+    [T, H * D] of q and the per-sequence views of k and v (kernel_ws.py) address them."""
+    n, h, d = t.shape
+    return (t.stride(2) == 1 and (h == 1 or t.stride(1) == d) and (n == 1 or t.stride(0) == h * d)
+            and (h * d * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0)
 
 
 def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, left: int, right: int) -> bool:
@@ -52,9 +59,12 @@ def ws_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool
     views can address."""
     if not (q.is_cuda and ws_kind(q.dtype, q.shape[-1], varlen, left, right)):
         return False
-    if min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0:
+    if varlen:
+        if min(q.shape[0], q.shape[1], k.shape[0]) == 0 or not all(_tokens_back_to_back(t) for t in (q, k, v)):
+            return False
+    elif min(q.shape[0], q.shape[1], q.shape[2], k.shape[1]) == 0:
         return False  # (empty: the caller's early return)
-    if not (all(_rows_back_to_back(t) for t in (q, k, v)) and _batches_back_to_back(q)):
+    elif not (all(_rows_back_to_back(t) for t in (q, k, v)) and _batches_back_to_back(q)):
         return False
     return ws_device(q.device)
 
@@ -68,8 +78,11 @@ def items(seq_q: int, batch_heads: int, pairs: bool) -> int:
 def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
               scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False,
               regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False, pairs: bool = False,
-              persistent: bool = False, programs: int | None = None) -> None:
-    """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D] (the caller checked `ws_supported`).
+              persistent: bool = False, programs: int | None = None, cu_q: torch.Tensor | None = None,
+              cu_k: torch.Tensor | None = None, max_q: int = 0, max_k: int = 0) -> None:
+    """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D], or with `cu_q` / `cu_k` (int32 cumulative
+    lengths, B + 1) of a packed batch q [T_q, H, D], k / v [T_k, H_kv, D] whose longest sequences are max_q / max_k
+    long (out [T_q, H, D], lse [H, T_q]; the caller checked `ws_supported`).
     `overlap`: each warpgroup's softmax under its previous tile's PV; `pingpong`: the warpgroups take turns issuing
     their wgmmas (kernel_ws.py says how; neither changes the bits). `pairs` (causal): a program takes query tiles
     m and n_m - 1 - m, of about equal work together; `persistent`: one program an SM walks the items, the next
@@ -79,22 +92,35 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    from ridgeline.lib.launch import ensure_tma_allocator
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
 
-    b, seq_q, h, d = q.shape
-    seq_k, hkv = k.shape[1], k.shape[2]
+    varlen = cu_q is not None
+    if varlen:
+        b, seq_q, seq_k = cu_q.shape[0] - 1, max_q, max_k
+        h, hkv, d = q.shape[1], k.shape[1], q.shape[2]
+        q4, k4, v4 = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)  # one "batch" of all tokens, for the views
+        s_ob, s_os, s_oh, s_lb, s_lh = 0, out.stride(0), out.stride(1), 0, lse.stride(0)
+        lse_ok = lse.stride(1) == 1
+    else:
+        b, seq_q, h, d = q.shape
+        seq_k, hkv = k.shape[1], k.shape[2]
+        q4, k4, v4 = q, k, v
+        s_ob, s_os, s_oh, s_lb, s_lh = out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1)
+        lse_ok = lse.stride(2) == 1
     el = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
 
     def view(t: torch.Tensor, block: list[int]) -> TensorDescriptor:
         # q: [B * S_q, H * D] (rows past a sequence belong to the next one: computed, never stored);
-        # k, v: [B, S_k, H_kv * D] (keys past a sequence arrive as zeros)
+        # k, v: [B, S_k, H_kv * D] (keys past a sequence arrive as zeros; packed batches read views of each
+        # sequence made on the device, kernel_ws.py, and these only for their layout)
         n = t.shape[2] * d
         shape, strides = ([t.shape[0] * t.shape[1], n], [n, 1]) if len(block) == 2 else (
-            [t.shape[0], t.shape[1], n], [t.stride(0), n, 1])
+            [t.shape[0], t.shape[1], n], [t.shape[1] * n if varlen else t.stride(0), n, 1])
         flat = t.as_strided(shape, strides)
         return TensorDescriptor(flat, shape, strides, block, gl.NVMMASharedLayout.get_default_for(block, el))
 
-    if stages not in (2, 3) or out.stride(3) != 1 or lse.stride(2) != 1 or 2 * regs[0] + regs[1] > 3 * LAUNCH_REGS:
+    if stages not in (2, 3) or out.stride(-1) != 1 or not lse_ok or 2 * regs[0] + regs[1] > 3 * LAUNCH_REGS:
         raise ValueError(f"launch_ws: stages 2 or 3 (shared memory), contiguous out rows and lse, registers within "
                          f"the launch's; got {stages}, out strides {out.stride()}, lse strides {lse.stride()}, "
                          f"regs {regs}")
@@ -104,18 +130,21 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     if persistent:  # (one program an SM: 160-192 KB of shared memory each)
         sms = programs or torch.cuda.get_device_properties(q.device).multi_processor_count
         grid = max(1, min(n_items, sms))
+    if varlen:
+        ensure_tma_allocator()  # (the per-sequence views are made on the device, in global scratch)
     with torch.cuda.device(q.device):
         _attn_fwd_ws[(grid,)](
-            view(q, [BLOCK_M, d]), view(k, [1, block_n(d), d]), view(v, [1, block_n(d), d]), out, lse,
-            out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), seq_q, seq_k, h, h // hkv,
-            scale * LOG2E, n_items,
+            view(q4, [BLOCK_M, d]), view(k4, [1, block_n(d), d]), view(v4, [1, block_n(d), d]), k, v,
+            cu_q if varlen else lse, cu_k if varlen else lse, out, lse, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k,
+            h, h // hkv, scale * LOG2E, n_items,
             CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, PAIRS=pairs,
-            PERSISTENT=persistent, MMA_REGS=regs[0], LOAD_REGS=regs[1], num_warps=4, maxnreg=LAUNCH_REGS)
+            PERSISTENT=persistent, VARLEN=varlen, MMA_REGS=regs[0], LOAD_REGS=regs[1], num_warps=4,
+            maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False,
                      regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False,
-                     pairs: bool = False, persistent: bool = False) -> dict:
+                     pairs: bool = False, persistent: bool = False, varlen: bool = False) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
     UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s), and `ex2_under_pv`: the exp2s ptxas left between the
@@ -125,11 +154,13 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
 
     types = {"q_desc": nvmma_descriptor([BLOCK_M, head_d], "bf16"), "out_ptr": "*bf16", "lse_ptr": "*fp32",
              "k_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "qk_scale": "fp32",
-             "v_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16")}
+             "v_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "k_ptr": "*bf16", "v_ptr": "*bf16",
+             "cu_q": "*i32", "cu_k": "*i32"}
     for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP", "n_items"):
         types[name] = "i32"
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "PINGPONG": pingpong,
-              "PAIRS": pairs and causal, "PERSISTENT": persistent, "MMA_REGS": regs[0], "LOAD_REGS": regs[1]}
+              "PAIRS": pairs and causal, "PERSISTENT": persistent, "VARLEN": varlen, "MMA_REGS": regs[0],
+              "LOAD_REGS": regs[1]}
     out = compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"), keep_sass=True)
     out["ex2_under_pv"] = _ex2_under_pv(out.pop("sass_text"))

@@ -55,16 +55,18 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
 def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     """The forward the rules run on an sm_90 GPU where it is not the recorded Triton launch."""
     from ridgeline.ops.attention.rules import WS_FORWARD
-    from ridgeline.ops.attention.spec import _dims, _gluon_forward_takes
+    from ridgeline.ops.attention.spec import _gluon_forward_takes, longest_keys
 
     if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
         return []
     d = case.shape[-1]
     causal = "causal" in case.variant
-    seq_k = _dims(case.shape)[2]
+    seq_k = longest_keys(case.shape)
+    packed = _dims(case.shape)[-1]
     sch = WS_FORWARD.schedule(d, causal, seq_k)
     return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "
             f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal, seq_k)}), not the Triton launch recorded "
             f"here; its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import compile_for_sm90 as c; "
             f"print(c({d}, {causal}, {WS_FORWARD.stages}, {sch.overlap}, pingpong={WS_FORWARD.pingpong}, "
-            f"pairs={sch.pairs}, persistent={sch.persistent}))' (without TRITON_INTERPRET)"]
+            f"pairs={sch.pairs}, persistent={sch.persistent}{', varlen=True' if packed else ''}))' "
+            f"(without TRITON_INTERPRET)"]

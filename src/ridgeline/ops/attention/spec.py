@@ -262,8 +262,14 @@ class _AttentionFamily:
         if "fwd" in info and _gluon_forward_takes(case, device):
             from ridgeline.ops.attention.rules import WS_FORWARD
 
-            info["fwd"] = WS_FORWARD.describe(d, "causal" in case.variant, _dims(case.shape)[2])
+            info["fwd"] = WS_FORWARD.describe(d, "causal" in case.variant, longest_keys(case.shape))
         return info
+
+
+def longest_keys(shape: Shape) -> int:
+    """S_k of a dense case, the longest sequence's keys of a packed one (what the Gluon schedules go by)."""
+    packed = _dims(shape)[-1]
+    return max(varlen_lengths(shape[0])) if packed else _dims(shape)[2]
 
 
 def _gluon_forward_takes(case: Case, device: Any, assume_sm90: bool = False) -> bool:
