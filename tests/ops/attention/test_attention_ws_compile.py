@@ -21,14 +21,17 @@ def test_ws_forward_compiles_for_sm90(triton_path):
              (128, True, 2, False, True, False, False), (128, True, 2, True, True, False, False),
              (256, True, 2, False, False, False, False), (128, True, 2, False, False, True, True),
              (128, False, 2, True, False, False, True), (128, True, 2, True, True, True, True))
-    # packed batches (per-sequence K / V views made on the device): the same forms
+    # packed batches (per-sequence K / V views made on the device) and sliding windows: the same forms
     packed = ((128, True, 2, True, False, False, False), (128, True, 2, False, False, True, True),
               (256, False, 2, True, False, False, False))
-    runs = [(*c, False) for c in cases] + [(*c, True) for c in packed]
+    windows = ((128, True, 2, True, False, False, False), (64, True, 2, False, False, True, True),
+               (256, True, 2, True, False, False, False))
+    runs = ([(*c, False, False) for c in cases] + [(*c, True, False) for c in packed]
+            + [(*c, i == 0, True) for i, c in enumerate(windows)])
     results = compile_in_child("ridgeline.ops.attention.launch_ws",
-                               f"[compile_for_sm90(d, c, s, o, pingpong=pp, pairs=pa, persistent=pe, varlen=vl) "
-                               f"for d, c, s, o, pp, pa, pe, vl in {runs!r}]", triton_path)
-    for (d, _causal, stages, overlap, _pingpong, pairs, persistent), r in zip(cases + packed, results):
+                               f"[compile_for_sm90(d, c, s, o, pingpong=pp, pairs=pa, persistent=pe, varlen=vl, "
+                               f"window=wi) for d, c, s, o, pp, pa, pe, vl, wi in {runs!r}]", triton_path)
+    for (d, _causal, stages, overlap, _pingpong, pairs, persistent), r in zip(cases + packed + windows, results):
         assert r["shared"] <= 227 * 1024, (d, stages, r)  # Q + STAGES x (K + V) tiles of 128 (D = 256: 64) x D
         sass = r["sass"]
         # Per key tile each MMA warpgroup issues S = QK^T and O += PV as k16 wgmmas, the load warp TMA copies of
@@ -49,11 +52,12 @@ def test_ws_forward_compiles_for_sm90(triton_path):
             assert r["ex2_under_pv"] >= 64, (d, stages, r)
         else:
             # D = 64: no spills, but ptxas (Triton 3.6 and 3.7) puts the PV wait before the exp2s: no overlap
-            # there (attention.md); only that it compiles is asserted
-            assert r["spill_stores_bytes"] == 0, (d, stages, r)
+            # there (attention.md); only that it compiles is asserted. D = 256 causal, overlapped: a few words
+            # (16-20 bytes, the window's left mask included)
+            assert r["spill_stores_bytes"] <= (64 if d == 256 else 0), (d, stages, r)
 
 
-def test_ws_supported_takes_dense_full_or_causal_only():
+def test_ws_supported_is_never_taken_on_the_cpu():
     q = torch.empty(2, 256, 8, 128, dtype=torch.bfloat16)
     k = torch.empty(2, 256, 2, 128, dtype=torch.bfloat16)
     # On this CPU machine it is never taken (no sm_90); the shape rules are checked where a GPU exists.
@@ -85,11 +89,14 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
     assert fwd((4, 4096, 32, 32, 64), "full") == WS_FORWARD.describe(64)
     assert fwd((4, 4096, 16, 16, 256)) == WS_FORWARD.describe(256, True, 4096) and "128x64" in fwd(
         (4, 4096, 16, 16, 256))
-    # packed batches: the schedule of the longest sequence's keys (16384 tokens: 8192 the longest)
+    # packed batches: the schedule of the longest sequence's keys (16384 tokens: 8192 the longest); windows: the
+    # schedule of the keys a row sees (the window: 1024 keys, left 1023)
     assert fwd((16384, 32, 8, 128)) == WS_FORWARD.describe(128, True, 8192)
-    for shape, variant in (((16384, 32, 8, 128), "window"), ((4, 4096, 32, 8, 128), "window"),
-                           ((4, 4096, 32, 8, 128), "causal+bhsd")):
-        assert not fwd(shape, variant).startswith("gluon"), (shape, variant)
+    assert fwd((4, 4096, 32, 8, 128), "window") == WS_FORWARD.describe(128, True, 4096, 1023) == \
+        WS_FORWARD.describe(128, True, 1024)
+    assert fwd((16384, 32, 8, 128), "window").startswith("gluon")
+    assert not fwd((4, 4096, 32, 8, 128), "causal+bhsd").startswith("gluon")
+    assert not fwd((4, 4096, 32, 8, 128), "window+bhsd").startswith("gluon")
     capability[0] = (8, 0)
     assert not fwd((4, 4096, 32, 8, 128)).startswith("gluon")
     assert all("gluon" not in v for v in get_spec("attention_bwd").launch_info(

@@ -1,5 +1,6 @@
 """The attention forward for Hopper with warp specialization, in Gluon (Triton's explicit-layout language): a
-candidate beside kernel.py's `_attn_fwd`, for dense [B, S, H, D] batches without a left window (full or causal).
+candidate beside kernel.py's `_attn_fwd`, for dense [B, S, H, D] batches and packed ones (cu_seqlens), full,
+causal or a sliding window (a left bound, `HAS_LEFT`: whole key tiles before it are skipped, the rest masked).
 
 Why: kernel.py's forward reaches 0.69-0.88x cuDNN at D = 128 (s17-s23). One instruction stream there issues the
 loads, both GEMMs and the softmax, so the tensor core waits while the softmax runs. Here (FlashAttention-3's split,
@@ -24,7 +25,9 @@ The arithmetic is kernel.py's: scores in base 2 with the scale folded into one F
 second GEMM, fp32 accumulation. K and V come through 3-D views [B, S_k, H_kv * D], so keys past a sequence's
 end arrive as zeros (a 2-D [B * S_k, ...] view would read the next sequence's, and one inf or NaN there would turn
 p = 0 times it into NaN); their scores are masked. Q comes through a 2-D view [B * S_q, H * D]: rows past the
-sequence compute rows that are never stored. Output goes out through masked pointer stores.
+sequence compute rows that are never stored. Output goes out through masked pointer stores. Packed batches
+(`VARLEN`): Q through a 2-D view [T_q, H * D] the same way, K and V through views of one sequence and head that
+the load warp makes on the device ([1, S_k, D], rows H_kv * D apart: zeros past the sequence's end again).
 """
 
 from __future__ import annotations
@@ -102,6 +105,19 @@ def _key_end(m0, seq_q, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _key_tiles(m0, seq_q, seq_k, left, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+               HAS_LEFT: gl.constexpr):
+    # (first key tile, key tiles) any row of the query tile at m0 sees. HAS_LEFT (a sliding window): keys from the
+    # first row's aligned position - left on, in whole tiles.
+    n_end = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    if HAS_LEFT:
+        t0 = gl.maximum(m0 + seq_k - seq_q - left, 0) // BLOCK_N
+        return t0, gl.maximum(n_end - t0, 0)
+    else:
+        return 0, n_end
+
+
+@gluon.jit
 def _kv_views(k_desc, v_desc, k_ptr, v_ptr, k0, seq_k, b, h, H, GROUP, VARLEN: gl.constexpr):
     # (K view, V view, coordinates of this head's first key in them). Dense: the launch's [B, S_k, H_kv * D]
     # views. Packed: views made on the device over this sequence's keys of this head alone ([1, seq_k, D], rows
@@ -125,8 +141,8 @@ def _kv_views(k_desc, v_desc, k_ptr, v_ptr, k0, seq_k, b, h, H, GROUP, VARLEN: g
 
 @gluon.jit
 def _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready,
-               k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, seq_q, seq_k, H, GROUP, CAUSAL: gl.constexpr,
-               MULTI: gl.constexpr, VARLEN: gl.constexpr):
+               k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, seq_q, seq_k, left, H, GROUP, CAUSAL: gl.constexpr,
+               MULTI: gl.constexpr, VARLEN: gl.constexpr, HAS_LEFT: gl.constexpr):
     # Q of the query tile at m0 (the program's tiles-th; q_row0: its sequence's first row in Q's view), then its K
     # and V tiles into the ring from its kv-th slot on; returns how many K / V tiles it loaded.
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -140,24 +156,26 @@ def _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_b
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row0 + m0, h * HEAD_D], q_bar, q_smem)
     k_view, v_view, kv_b, kv_col = _kv_views(k_desc, v_desc, k_ptr, v_ptr, k0, seq_k, b, h, H, GROUP, VARLEN)
-    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    t0, n_tiles = _key_tiles(m0, seq_q, seq_k, left, BLOCK_M, BLOCK_N, CAUSAL, HAS_LEFT)
     for it in range(n_tiles):
         s, phase = _ring(kv + it, STAGES)
         # K and V slots are released apart (K once both warpgroups' S = QK^T retired, V once their PV did), so
         # the next K lands while the last PV still runs. A fresh barrier passes phase 1.
         mbarrier.wait(k_empty.index(s), phase ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_view, [kv_b, it * BLOCK_N, kv_col], k_ready.index(s), k_bufs.index(s))
+        tma.async_copy_global_to_shared(k_view, [kv_b, (t0 + it) * BLOCK_N, kv_col], k_ready.index(s),
+                                        k_bufs.index(s))
         mbarrier.wait(v_empty.index(s), phase ^ 1)
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_view, [kv_b, it * BLOCK_N, kv_col], v_ready.index(s), v_bufs.index(s))
+        tma.async_copy_global_to_shared(v_view, [kv_b, (t0 + it) * BLOCK_N, kv_col], v_ready.index(s),
+                                        v_bufs.index(s))
     return n_tiles
 
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_bufs, v_bufs, q_bar, q_empty,
-                    k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL: gl.constexpr,
-                    PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
+                    k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, left, H, GROUP, n_items, CAUSAL: gl.constexpr,
+                    PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, HAS_LEFT: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     if PERSISTENT or PAIRS:
         kv = 0  # K / V tiles loaded so far: the ring runs on across a program's query tiles
@@ -168,8 +186,8 @@ def _load_partition(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_
             for k in range(_n_sub(j, sq, BLOCK_M, PAIRS, VARLEN)):
                 m0 = _sub_tile(j, k, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
                 kv += _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty,
-                                 k_ready, v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, sq, sk, H,
-                                 GROUP, CAUSAL, True, VARLEN)
+                                 k_ready, v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, kv, tiles, sq, sk, left,
+                                 H, GROUP, CAUSAL, True, VARLEN, HAS_LEFT)
                 tiles += 1
     else:  # one tile a program: no loop-carried counters (the MMA side's registers are tight)
         j, b, h = _item(gl.program_id(0), seq_q, H, BLOCK_M, PAIRS)
@@ -177,18 +195,21 @@ def _load_partition(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_
         if _n_sub(j, sq, BLOCK_M, PAIRS, VARLEN) > 0:  # (packed: past a shorter sequence's end, nothing)
             m0 = _sub_tile(j, 0, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
             _load_tile(q_desc, k_desc, v_desc, k_ptr, v_ptr, q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready,
-                       v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, 0, 0, sq, sk, H, GROUP, CAUSAL, False,
-                       VARLEN)
+                       v_ready, k_empty, v_empty, b, h, q_row0, k0, m0, 0, 0, sq, sk, left, H, GROUP, CAUSAL, False,
+                       VARLEN, HAS_LEFT)
 
 
 @gluon.jit
-def _masked(sc, n0, full, offs_m, seq_k, shift, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    # Key tiles below `full` are visible from every row of this warpgroup: no mask arithmetic there.
-    if n0 + BLOCK_N > full:
+def _masked(sc, n0, full, lo_full, offs_m, seq_k, shift, left, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+            HAS_LEFT: gl.constexpr):
+    # Key tiles in [lo_full, full) are visible from every row of this warpgroup: no mask arithmetic there.
+    if n0 + BLOCK_N > full or (HAS_LEFT and n0 < lo_full):
         offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, sc.type.layout))
         ok = offs_n[None, :] < seq_k
         if CAUSAL:
             ok = ok & (offs_n[None, :] <= offs_m[:, None] + shift)
+        if HAS_LEFT:
+            ok = ok & (offs_n[None, :] >= offs_m[:, None] + shift - left)
         sc = gl.where(ok, sc, float("-inf"))
     return sc
 
@@ -225,12 +246,12 @@ def _ring(g, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, n_tiles, kv, turns,
-            seq_q, seq_k, qk_scale, HALF: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
-            PINGPONG: gl.constexpr, RELEASE_Q: gl.constexpr):
-    """One warpgroup's 64 rows of the query tile at m0 against its n_tiles key tiles (the program's kv-th K / V
-    tile on): the unnormalized output, the row maxima and sums. With RELEASE_Q (a program of several query tiles)
-    it frees Q's buffer once its last S retired."""
+def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, t0, n_tiles, kv, turns,
+            seq_q, seq_k, left, qk_scale, HALF: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
+            PINGPONG: gl.constexpr, RELEASE_Q: gl.constexpr, HAS_LEFT: gl.constexpr):
+    """One warpgroup's 64 rows of the query tile at m0 against its n_tiles key tiles from key tile t0 on (the
+    program's kv-th K / V tile on): the unnormalized output, the row maxima and sums. With RELEASE_Q (a program of
+    several query tiles) it frees Q's buffer once its last S retired."""
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     HEAD_D: gl.constexpr = q_smem.type.shape[1]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
@@ -250,6 +271,9 @@ def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty,
     full = seq_k
     if CAUSAL:
         full = gl.minimum(seq_k, gl.maximum(row0 + shift + 1, 0))
+    lo_full = 0
+    if HAS_LEFT:  # the last row's first visible key: tiles from there on need no left mask
+        lo_full = row0 + ROWS - 1 + shift - left
 
     m_i = gl.full([ROWS], float("-inf"), gl.float32, s_rows)
     l_i = gl.zeros([ROWS], gl.float32, s_rows)
@@ -274,7 +298,7 @@ def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty,
             _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(s0), count=1)
-            sc = _masked(sc, 0, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            sc = _masked(sc, t0 * BLOCK_N, full, lo_full, offs_m, seq_k, shift, left, BLOCK_N, CAUSAL, HAS_LEFT)
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
         for it in range(1, n_tiles):
             s, phase = _ring(kv + it, STAGES)
@@ -291,7 +315,8 @@ def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty,
             _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc,))  # S retired; PV may still run
             mbarrier.arrive(k_empty.index(s), count=1)
-            sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            sc = _masked(sc, (t0 + it) * BLOCK_N, full, lo_full, offs_m, seq_k, shift, left, BLOCK_N, CAUSAL,
+                         HAS_LEFT)
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -317,7 +342,8 @@ def _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty,
             _pass_turn(turn, HALF, PINGPONG)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
             mbarrier.arrive(k_empty.index(s), count=1)
-            sc = _masked(sc, it * BLOCK_N, full, offs_m, seq_k, shift, BLOCK_N, CAUSAL)
+            sc = _masked(sc, (t0 + it) * BLOCK_N, full, lo_full, offs_m, seq_k, shift, left, BLOCK_N, CAUSAL,
+                         HAS_LEFT)
             p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, qk_scale)
             acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
             p_op = gl.convert_layout(p.to(q_smem.dtype), p_layout)
@@ -358,18 +384,18 @@ def _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, tok0, m0, s_ob, s_os, s_o
 
 @gluon.jit
 def _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr, lse_ptr,
-              s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, kv, tiles, turns, seq_q, seq_k, qk_scale,
-              HALF: gl.constexpr,
-              CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
-              MULTI: gl.constexpr):
+              s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, kv, tiles, turns, seq_q, seq_k, left, qk_scale,
+              HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
+              PINGPONG: gl.constexpr, MULTI: gl.constexpr, HAS_LEFT: gl.constexpr):
     # This warpgroup's rows of the query tile at m0 (the program's tiles-th, its K / V from the kv-th on): attend
     # and store; returns the K / V tiles it used.
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_bufs.type.shape[2]
-    n_tiles = gl.cdiv(_key_end(m0, seq_q, seq_k, BLOCK_M, CAUSAL), BLOCK_N)
+    t0, n_tiles = _key_tiles(m0, seq_q, seq_k, left, BLOCK_M, BLOCK_N, CAUSAL, HAS_LEFT)
     mbarrier.wait(q_bar, tiles & 1)
-    acc, m_i, l_i = _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, n_tiles,
-                            kv, turns, seq_q, seq_k, qk_scale, HALF, CAUSAL, OVERLAP, PINGPONG, MULTI)
+    acc, m_i, l_i = _attend(q_smem, k_bufs, v_bufs, q_empty, k_ready, v_ready, k_empty, v_empty, turn, m0, t0,
+                            n_tiles, kv, turns, seq_q, seq_k, left, qk_scale, HALF, CAUSAL, OVERLAP, PINGPONG, MULTI,
+                            HAS_LEFT)
     _store_tile(acc, m_i, l_i, out_ptr, lse_ptr, b, h, tok0, m0, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, HALF,
                 STORE_LSE)
     return n_tiles
@@ -377,9 +403,10 @@ def _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty,
 
 @gluon.jit
 def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                   lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale, n_items,
+                   lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, left, H, qk_scale, n_items,
                    HALF: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, OVERLAP: gl.constexpr,
-                   PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
+                   PINGPONG: gl.constexpr, PAIRS: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr,
+                   HAS_LEFT: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[0]
     if PERSISTENT or PAIRS:
         kv = 0  # K / V tiles consumed so far (the load partition's count)
@@ -393,7 +420,8 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_e
                 m0 = _sub_tile(j, k, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
                 n_tiles = _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty,
                                     turn, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, kv, tiles,
-                                    turns, sq, sk, qk_scale, HALF, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, True)
+                                    turns, sq, sk, left, qk_scale, HALF, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, True,
+                                    HAS_LEFT)
                 kv += n_tiles
                 tiles += 1
                 if PINGPONG:
@@ -408,18 +436,20 @@ def _mma_partition(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_e
         if _n_sub(j, sq, BLOCK_M, PAIRS, VARLEN) > 0:  # (packed: past a shorter sequence's end, nothing)
             m0 = _sub_tile(j, 0, sq, BLOCK_M, CAUSAL, PAIRS) * BLOCK_M
             _mma_tile(q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn, out_ptr,
-                      lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, 0, 0, 0, sq, sk, qk_scale, HALF,
-                      CAUSAL, STORE_LSE, OVERLAP, PINGPONG, False)
+                      lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh, b, h, tok0, m0, 0, 0, 0, sq, sk, left, qk_scale, HALF,
+                      CAUSAL, STORE_LSE, OVERLAP, PINGPONG, False, HAS_LEFT)
 
 
 @gluon.jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, out_ptr, lse_ptr, s_ob, s_os, s_oh, s_lb, s_lh,
-                 seq_q, seq_k, H, GROUP, qk_scale, n_items, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr,
+                 seq_q, seq_k, H, GROUP, qk_scale, left, n_items, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr,
                  STAGES: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, PAIRS: gl.constexpr,
-                 PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, MMA_REGS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                 PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, HAS_LEFT: gl.constexpr, MMA_REGS: gl.constexpr,
+                 LOAD_REGS: gl.constexpr):
     # A 1-D grid of programs over the n_items (B * H heads' items, a head's adjacent): one item a program, or with
     # PERSISTENT one program an SM taking items pid, pid + grid, ... VARLEN: a packed batch (cu_seqlens); seq_q and
     # seq_k are then the longest sequence's, which the items are counted on; k_ptr and v_ptr are read only then.
+    # HAS_LEFT: a sliding window, keys from a row's aligned position - left on (with CAUSAL: to the position).
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[1]
@@ -445,12 +475,14 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, out_ptr, lse_
         mbarrier.init(v_empty.index(i), count=2)
     gl.warp_specialize([
         (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
-                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
-                          n_items, 0, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN)),
+                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, left, H,
+                          qk_scale, n_items, 0, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN,
+                          HAS_LEFT)),
         (_mma_partition, (q_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, turn,
-                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, H, qk_scale,
-                          n_items, 1, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN)),
+                          out_ptr, lse_ptr, cu_q, cu_k, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k, left, H,
+                          qk_scale, n_items, 1, CAUSAL, STORE_LSE, OVERLAP, PINGPONG, PAIRS, PERSISTENT, VARLEN,
+                          HAS_LEFT)),
         (_load_partition, (q_desc, k_desc, v_desc, k_ptr, v_ptr, cu_q, cu_k, q_smem, k_bufs, v_bufs, q_bar,
-                           q_empty, k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, H, GROUP, n_items, CAUSAL,
-                           PAIRS, PERSISTENT, VARLEN)),
+                           q_empty, k_ready, v_ready, k_empty, v_empty, seq_q, seq_k, left, H, GROUP, n_items,
+                           CAUSAL, PAIRS, PERSISTENT, VARLEN, HAS_LEFT)),
     ], [WARPGROUP, 1], [MMA_REGS, LOAD_REGS])

@@ -41,9 +41,9 @@ def ws_device(device: torch.device) -> bool:
 
 
 def ws_kind(dtype: torch.dtype, head_d: int, varlen: bool, left: int, right: int) -> bool:
-    """The kind of call the kernel is written for, whatever the tensors: dense or packed batches, full or causal
-    attention (no left window, right 0 or none), D 64, 128 or 256, 16-bit."""
-    return left < 0 and right <= 0 and dtype in (torch.bfloat16, torch.float16) and head_d in HEAD_DIMS
+    """The kind of call the kernel is written for, whatever the tensors: dense or packed batches, keys up to the
+    aligned position or all of them (right 0 or none) from a left bound or the first, D 64, 128 or 256, 16-bit."""
+    return right <= 0 and dtype in (torch.bfloat16, torch.float16) and head_d in HEAD_DIMS
 
 
 def _tokens_back_to_back(t: torch.Tensor) -> bool:
@@ -79,10 +79,11 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
               scale: float, causal: bool, store_lse: bool, stages: int = 2, overlap: bool = False,
               regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False, pairs: bool = False,
               persistent: bool = False, programs: int | None = None, cu_q: torch.Tensor | None = None,
-              cu_k: torch.Tensor | None = None, max_q: int = 0, max_k: int = 0) -> None:
+              cu_k: torch.Tensor | None = None, max_q: int = 0, max_k: int = 0, left: int = -1) -> None:
     """out (and lse) of dense q [B, S_q, H, D], k / v [B, S_k, H_kv, D], or with `cu_q` / `cu_k` (int32 cumulative
     lengths, B + 1) of a packed batch q [T_q, H, D], k / v [T_k, H_kv, D] whose longest sequences are max_q / max_k
-    long (out [T_q, H, D], lse [H, T_q]; the caller checked `ws_supported`).
+    long (out [T_q, H, D], lse [H, T_q]; the caller checked `ws_supported`). `left` >= 0: a sliding window, keys
+    from a query's aligned position - left on (with `causal`, to the position).
     `overlap`: each warpgroup's softmax under its previous tile's PV; `pingpong`: the warpgroups take turns issuing
     their wgmmas (kernel_ws.py says how; neither changes the bits). `pairs` (causal): a program takes query tiles
     m and n_m - 1 - m, of about equal work together; `persistent`: one program an SM walks the items, the next
@@ -136,15 +137,16 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
         _attn_fwd_ws[(grid,)](
             view(q4, [BLOCK_M, d]), view(k4, [1, block_n(d), d]), view(v4, [1, block_n(d), d]), k, v,
             cu_q if varlen else lse, cu_k if varlen else lse, out, lse, s_ob, s_os, s_oh, s_lb, s_lh, seq_q, seq_k,
-            h, h // hkv, scale * LOG2E, n_items,
+            h, h // hkv, scale * LOG2E, max(left, 0), n_items,
             CAUSAL=causal, STORE_LSE=store_lse, STAGES=stages, OVERLAP=overlap, PINGPONG=pingpong, PAIRS=pairs,
-            PERSISTENT=persistent, VARLEN=varlen, MMA_REGS=regs[0], LOAD_REGS=regs[1], num_warps=4,
-            maxnreg=LAUNCH_REGS)
+            PERSISTENT=persistent, VARLEN=varlen, HAS_LEFT=left >= 0, MMA_REGS=regs[0], LOAD_REGS=regs[1],
+            num_warps=4, maxnreg=LAUNCH_REGS)
 
 
 def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, overlap: bool = False,
                      regs: tuple[int, int] = (MMA_REGS, LOAD_REGS), pingpong: bool = False,
-                     pairs: bool = False, persistent: bool = False, varlen: bool = False) -> dict:
+                     pairs: bool = False, persistent: bool = False, varlen: bool = False,
+                     window: bool = False) -> dict:
     """Compile the Gluon forward ahead of time for sm_90, no GPU needed (run it without the CPU interpreter):
     shared memory, ptxas' spill bytes and SASS counts (HGMMA: bf16 wgmma; USETMAXREG: the register hand-over;
     UTMALDG: TMA loads; SYNCS: mbarriers; MUFU: the exp2s), and `ex2_under_pv`: the exp2s ptxas left between the
@@ -156,11 +158,11 @@ def compile_for_sm90(head_d: int = 128, causal: bool = True, stages: int = 2, ov
              "k_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "qk_scale": "fp32",
              "v_desc": nvmma_descriptor([1, block_n(head_d), head_d], "bf16"), "k_ptr": "*bf16", "v_ptr": "*bf16",
              "cu_q": "*i32", "cu_k": "*i32"}
-    for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP", "n_items"):
+    for name in ("s_ob", "s_os", "s_oh", "s_lb", "s_lh", "seq_q", "seq_k", "H", "GROUP", "left", "n_items"):
         types[name] = "i32"
     consts = {"CAUSAL": causal, "STORE_LSE": True, "STAGES": stages, "OVERLAP": overlap, "PINGPONG": pingpong,
-              "PAIRS": pairs and causal, "PERSISTENT": persistent, "VARLEN": varlen, "MMA_REGS": regs[0],
-              "LOAD_REGS": regs[1]}
+              "PAIRS": pairs and causal, "PERSISTENT": persistent, "VARLEN": varlen, "HAS_LEFT": window,
+              "MMA_REGS": regs[0], "LOAD_REGS": regs[1]}
     out = compile_sm90(_attn_fwd_ws, types, consts, 4, LAUNCH_REGS,
                        ("HGMMA", "USETMAXREG", "UTMALDG", "SYNCS", "MUFU"), keep_sass=True)
     out["ex2_under_pv"] = _ex2_under_pv(out.pop("sass_text"))

@@ -55,7 +55,7 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
 def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     """The forward the rules run on an sm_90 GPU where it is not the recorded Triton launch."""
     from ridgeline.ops.attention.rules import WS_FORWARD
-    from ridgeline.ops.attention.spec import _gluon_forward_takes, longest_keys
+    from ridgeline.ops.attention.spec import _bounds, _gluon_forward_takes, longest_keys
 
     if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
         return []
@@ -63,10 +63,13 @@ def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     causal = "causal" in case.variant
     seq_k = longest_keys(case.shape)
     packed = _dims(case.shape)[-1]
-    sch = WS_FORWARD.schedule(d, causal, seq_k)
+    left, right = _bounds(case.variant, seq_k)
+    causal = right == 0  # (a window bounds the right side too)
+    sch = WS_FORWARD.schedule(d, causal, seq_k, left)
+    extra = (", varlen=True" if packed else "") + (", window=True" if left >= 0 else "")
     return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "
-            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal, seq_k)}), not the Triton launch recorded "
-            f"here; its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import compile_for_sm90 as c; "
-            f"print(c({d}, {causal}, {WS_FORWARD.stages}, {sch.overlap}, pingpong={WS_FORWARD.pingpong}, "
-            f"pairs={sch.pairs}, persistent={sch.persistent}{', varlen=True' if packed else ''}))' "
+            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal, seq_k, left)}), not the Triton launch "
+            f"recorded here; its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import "
+            f"compile_for_sm90 as c; print(c({d}, {causal}, {WS_FORWARD.stages}, {sch.overlap}, "
+            f"pingpong={WS_FORWARD.pingpong}, pairs={sch.pairs}, persistent={sch.persistent}{extra}))' "
             f"(without TRITON_INTERPRET)"]

@@ -162,14 +162,17 @@ class WsForward:
     why: str
     pingpong: bool = False
 
-    def schedule(self, head_d: int, causal: bool, seq_k: int) -> WsSchedule:
+    def schedule(self, head_d: int, causal: bool, seq_k: int, left: int = -1) -> WsSchedule:
+        """`left` >= 0 (a sliding window): a row sees at most left + 1 keys, which is what the schedules go by."""
+        if left >= 0:
+            seq_k = min(seq_k, left + 1)
         for rule in self.schedules:
             if head_d in rule.head_dims and rule.causal == causal and seq_k <= rule.max_seq_k:
                 return rule
         return WsSchedule((head_d,), causal, 1 << 62, False, False, False, "no rule: the plain loop")
 
-    def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30) -> str:
-        sch = self.schedule(head_d, causal, seq_k)
+    def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30, left: int = -1) -> str:
+        sch = self.schedule(head_d, causal, seq_k, left)
         return (f"gluon ws {WS_BLOCK_M}x{block_n(head_d)} s{self.stages}" + (" overlap" if sch.overlap else "")
                 + (" pingpong" if self.pingpong else "") + (" pairs" if sch.pairs else "")
                 + (" persistent" if sch.persistent else ""))

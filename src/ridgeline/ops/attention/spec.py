@@ -262,7 +262,9 @@ class _AttentionFamily:
         if "fwd" in info and _gluon_forward_takes(case, device):
             from ridgeline.ops.attention.rules import WS_FORWARD
 
-            info["fwd"] = WS_FORWARD.describe(d, "causal" in case.variant, longest_keys(case.shape))
+            keys = longest_keys(case.shape)
+            left, right = _bounds(case.variant, keys)  # (a window bounds the right side too: the kernel's causal)
+            info["fwd"] = WS_FORWARD.describe(d, right == 0, keys, left)
         return info
 
 

@@ -1,8 +1,10 @@
-"""The warp-specialized attention forward (Gluon, kernel_ws.py) on packed batches (cu_seqlens) on an sm_90 GPU:
-against float64 per sequence (empty and one-token sequences, lengths that cut the 128 x 128 tiles, S_q != S_k per
-sequence through a (cu_q, cu_k) pair, GQA, D = 64 / 128 / 256), every schedule giving the bits of the same
-sequence run alone as a dense batch, keys and values of the neighbouring sequences and of the padding past the
-last one that hold inf and NaN (the per-sequence views keep them out), and the public `attention` taking it."""
+"""The warp-specialized attention forward (Gluon, kernel_ws.py) on packed batches (cu_seqlens) and sliding windows
+on an sm_90 GPU: against float64 per sequence (empty and one-token sequences, lengths that cut the 128 x 128
+tiles, S_q != S_k per sequence through a (cu_q, cu_k) pair, GQA, D = 64 / 128 / 256), every schedule giving the
+bits of the same sequence run alone as a dense batch, keys and values of the neighbouring sequences and of the
+padding past the last one that hold inf and NaN (the per-sequence views keep them out); windows of 1 key to more
+than the sequence, causal and not, dense and packed, each schedule the same bits; and the public `attention`
+taking it."""
 
 from __future__ import annotations
 
@@ -39,13 +41,13 @@ def _packed(q_lens, k_lens, h, hkv, d, dtype=torch.bfloat16, pad=3, seed=0):
     return q, k, v
 
 
-def _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=True, **schedule):
+def _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=True, left=-1, **schedule):
     out = torch.full_like(q, float("nan"))  # poisoned: every token of a sequence must be written
     lse = torch.full((q.shape[1], q.shape[0]), float("nan"), device="cuda")
     max_q = int((cu_q[1:] - cu_q[:-1]).max())
     max_k = int((cu_k[1:] - cu_k[:-1]).max())
     launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, WS_FORWARD.stages, overlap,
-              cu_q=cu_q, cu_k=cu_k, max_q=max_q, max_k=max_k, **schedule)
+              cu_q=cu_q, cu_k=cu_k, max_q=max_q, max_k=max_k, left=left, **schedule)
     return out, lse
 
 
@@ -135,3 +137,71 @@ def test_public_attention_takes_it_for_packed_batches(causal):
     assert not ws_supported(wide, k, v, True, -1, 0 if causal else -1)
     torch.testing.assert_close(attention(wide, k, v, causal=causal, cu_seqlens=cu, max_seqlen=max(lens)).float(),
                                out.float(), atol=2e-2, rtol=2e-2)
+
+
+def _reference_window(q, k, v, left, right, cu=None):
+    res = reference_attention({"q": q, "k": k, "v": v, "causal": False, "window": (left, right), "cu_seqlens": cu})
+    return res[0], res[1]
+
+
+def _assert_close(out, lse, ref, ref_lse):
+    err = (out.double() - ref).abs()
+    assert bool((err <= 2e-2 + 2e-2 * ref.abs()).all()), f"max err {err.max().item():.3g}"
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+    finite = ~torch.isinf(ref_lse)
+    assert bool(((lse.double() - ref_lse).abs()[finite] <= 1e-3).all())
+
+
+@needs_sm90
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("sq,sk", [(1000, 1000), (300, 1000), (1000, 300)])
+def test_window_matches_float64_and_every_schedule_the_same_bits(d, sq, sk):
+    g = torch.Generator(device="cuda").manual_seed(d + sq)
+    q = torch.randn(2, sq, 4, d, device="cuda", generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(2, sk, 2, d, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2))
+    scale = 1.0 / math.sqrt(d)
+    # (left, right): right 0 keys up to the aligned position (the Mistral window), -1 all keys from the left bound
+    for left, right in ((0, 0), (99, 0), (127, 0), (300, 0), (1023, 0), (5000, 0), (200, -1)):
+        ref = _reference_window(q, k, v, left, right)
+        base = None
+        for overlap, schedule in ((False, {}), (True, {}), (True, SCHEDULES[1]), (False, SCHEDULES[2])):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((2, 4, sq), float("nan"), device="cuda")
+            launch_ws(q, k, v, out, lse, scale, right == 0, True, WS_FORWARD.stages, overlap, left=left, **schedule)
+            if base is None:
+                _assert_close(out, lse, *ref)
+                base = (out, lse)
+            else:
+                assert torch.equal(out, base[0]) and torch.equal(lse, base[1]), (left, right, overlap, schedule)
+
+
+@needs_sm90
+def test_packed_window_matches_float64():
+    lens = [1000, 0, 1, 300, 129, 777]
+    q, k, v = _packed(lens, lens, 8, 2, 128, pad=2, seed=4)
+    cu = _cu(lens)
+    for left, right in ((63, 0), (500, 0), (128, -1)):
+        out, lse = _ws_packed(q, k, v, cu, cu, right == 0, left=left)
+        ref, ref_lse = _reference_window(q, k, v, left, right, cu)
+        _assert_close(out[:-2], lse[:, :-2], ref[:-2], ref_lse[:, :-2])
+        pairs = _ws_packed(q, k, v, cu, cu, right == 0, overlap=False, left=left, **SCHEDULES[2])
+        assert torch.equal(pairs[0][:-2], out[:-2]) and torch.equal(pairs[1][:, :-2], lse[:, :-2]), (left, right)
+
+
+@needs_sm90
+@pytest.mark.parametrize("window", [256, (100, 0), (300, -1)])
+def test_public_attention_takes_it_for_windows(window):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn(2, 1500, 8, 128, device="cuda", generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(2, 1500, 2, 128, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2))
+    from ridgeline.ops.attention.launch import resolve_window
+
+    left, right = resolve_window(False, window)
+    assert ws_supported(q, k, v, False, left, right)
+    sch = WS_FORWARD.schedule(128, right == 0, 1500, left)
+    out = torch.empty_like(q)
+    lse = torch.empty(2, 8, 1500, device="cuda")
+    launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(128), right == 0, True, WS_FORWARD.stages, sch.overlap,
+              pairs=sch.pairs, persistent=sch.persistent, left=left)
+    public, public_lse = attention(q, k, v, window=window, return_lse=True)
+    assert torch.equal(public, out) and torch.equal(public_lse, lse)
