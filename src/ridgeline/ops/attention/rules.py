@@ -153,8 +153,10 @@ class WsSchedule:
 @dataclass(frozen=True)
 class WsForward:
     """Where the warp-specialized Gluon forward (kernel_ws.py) takes a call its launcher accepts (sm_90, dense
-    [B, S, H, D], full or causal, 16-bit): the head dims it runs at, its K/V pipeline depth, whether the warpgroups
-    take turns issuing their wgmmas (`pingpong`), and per kind of call its schedule (first match wins)."""
+    [B, S, H, D] or packed [T, H, D] with heads and tokens back to back, full, causal or a sliding window, 16-bit):
+    the head dims it runs at, its K/V pipeline depth, whether the warpgroups take turns issuing their wgmmas
+    (`pingpong`), and per kind of call its schedule (first match wins; packed batches by their longest sequence,
+    windows by the keys a row sees)."""
 
     head_dims: tuple[int, ...]
     stages: int
