@@ -21,8 +21,12 @@ def test_attention_names_the_gluon_forward_where_the_rules_take_it():
     assert any("Gluon" in n for n in _notes("attention", (2, 1024, 8, 8, 64), torch.float16, ""))
     assert any("Gluon" in n for n in _notes("attention", (4, 4096, 16, 16, 256), torch.bfloat16, "causal"))
     # packed batches and windows too (s37), with the compile call that reproduces their form
-    assert any("varlen=True" in n for n in _notes("attention", (16384, 32, 8, 128), torch.bfloat16, "causal"))
-    assert any("window=True" in n for n in _notes("attention", (2, 1024, 8, 8, 128), torch.bfloat16, "window"))
+    from ridgeline.ops.attention.rules import WS_FORWARD
+
+    packed = _notes("attention", (16384, 32, 8, 128), torch.bfloat16, "causal")
+    assert any("varlen=True" in n for n in packed) == WS_FORWARD.packed
+    window = _notes("attention", (2, 1024, 8, 8, 128), torch.bfloat16, "window")
+    assert any("window=True" in n for n in window) == WS_FORWARD.windows
     assert not any("Gluon" in n for n in _notes("attention", (2, 1024, 8, 8, 128), torch.bfloat16, "bhsd"))
     # the backward's kernels are the recorded ones
     assert not any("Gluon" in n for n in _notes("attention_bwd", (2, 1024, 8, 8, 128), torch.bfloat16, "causal"))

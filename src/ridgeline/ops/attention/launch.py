@@ -191,7 +191,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
         return out, lse
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
-    if cfg is None and d in WS_FORWARD.head_dims and ws_supported(q, k, v, varlen, left, right):
+    if cfg is None and WS_FORWARD.takes(d, varlen, left) and ws_supported(q, k, v, varlen, left, right):
         sch = WS_FORWARD.schedule(d, right == 0, seq_k, left)
         launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, sch.overlap,
                   pingpong=WS_FORWARD.pingpong, pairs=sch.pairs, persistent=sch.persistent,

@@ -163,6 +163,12 @@ class WsForward:
     schedules: tuple[WsSchedule, ...]
     why: str
     pingpong: bool = False
+    packed: bool = True  # packed batches (cu_seqlens) too
+    windows: bool = True  # sliding windows too
+
+    def takes(self, head_d: int, varlen: bool, left: int) -> bool:
+        """Whether the rules send this kind of call to the Gluon forward (where its launcher accepts the tensors)."""
+        return head_d in self.head_dims and (self.packed or not varlen) and (self.windows or left < 0)
 
     def schedule(self, head_d: int, causal: bool, seq_k: int, left: int = -1) -> WsSchedule:
         """`left` >= 0 (a sliding window): a row sees at most left + 1 keys, which is what the schedules go by."""

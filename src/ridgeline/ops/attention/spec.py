@@ -282,9 +282,10 @@ def _gluon_forward_takes(case: Case, device: Any, assume_sm90: bool = False) -> 
     from ridgeline.ops.attention.rules import WS_FORWARD
 
     d, packed = case.shape[-1], _dims(case.shape)[-1]
-    if "bhsd" in case.variant or d not in WS_FORWARD.head_dims:
+    left = 0 if "window" in case.variant else -1
+    if "bhsd" in case.variant or not WS_FORWARD.takes(d, packed, left):
         return False
-    if not ws_kind(case.dtype, d, packed, 0 if "window" in case.variant else -1, -1):
+    if not ws_kind(case.dtype, d, packed, left, -1):
         return False
     return assume_sm90 or (torch.cuda.is_available() and ws_device(torch.device(device)))
 
