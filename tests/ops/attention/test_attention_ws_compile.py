@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gluon_aot_child import compile_in_child
-from ridgeline.ops.attention.launch_ws import ws_supported
+from ridgeline.ops.attention.launch_ws import launch_ws, ws_supported
 
 
 @pytest.mark.slow
@@ -101,3 +101,11 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
     assert not fwd((4, 4096, 32, 8, 128)).startswith("gluon")
     assert all("gluon" not in v for v in get_spec("attention_bwd").launch_info(
         Case((4, 4096, 32, 8, 128), torch.bfloat16, "causal"), "cuda:0").values())
+
+
+def test_packed_batches_refuse_programs_of_several_tiles():
+    q = torch.zeros(10, 2, 128, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 10], dtype=torch.int32)
+    for form in ({"persistent": True}, {"pairs": True}):
+        with pytest.raises(ValueError, match="one query tile a program"):
+            launch_ws(q, q, q, q, torch.zeros(2, 10), 1.0, True, True, cu_q=cu, cu_k=cu, max_q=10, max_k=10, **form)

@@ -23,6 +23,9 @@ needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
                                 reason="needs an sm_90 GPU")
 
 SCHEDULES = ({}, {"persistent": True, "programs": 5}, {"pairs": True, "persistent": True, "programs": 7})
+# packed batches run one query tile a program (rules.WS_FORWARD.schedule says why): the plain and overlapped
+# loops, with and without the warpgroups' ping-pong
+PACKED_FORMS = ((False, False), (True, False), (False, True), (True, True))
 
 
 def _cu(lengths: list[int]) -> torch.Tensor:
@@ -41,13 +44,13 @@ def _packed(q_lens, k_lens, h, hkv, d, dtype=torch.bfloat16, pad=3, seed=0):
     return q, k, v
 
 
-def _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=True, left=-1, **schedule):
+def _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=True, left=-1, pingpong=False):
     out = torch.full_like(q, float("nan"))  # poisoned: every token of a sequence must be written
     lse = torch.full((q.shape[1], q.shape[0]), float("nan"), device="cuda")
     max_q = int((cu_q[1:] - cu_q[:-1]).max())
     max_k = int((cu_k[1:] - cu_k[:-1]).max())
     launch_ws(q, k, v, out, lse, 1.0 / math.sqrt(q.shape[-1]), causal, True, WS_FORWARD.stages, overlap,
-              cu_q=cu_q, cu_k=cu_k, max_q=max_q, max_k=max_k, left=left, **schedule)
+              pingpong=pingpong, cu_q=cu_q, cu_k=cu_k, max_q=max_q, max_k=max_k, left=left)
     return out, lse
 
 
@@ -87,8 +90,7 @@ def test_packed_matches_float64_and_each_sequence_alone(d, causal):
 
 
 @needs_sm90
-@pytest.mark.parametrize("schedule", SCHEDULES, ids=["one-tile", "persistent", "pairs-persistent"])
-def test_packed_schedules_give_the_same_bits(schedule):
+def test_packed_forms_give_the_same_bits():
     # bottom-right causal per sequence: S_q < S_k, S_q > S_k (rows that see no key), no keys at all, no queries
     q_lens, k_lens = [200, 1, 640, 0, 77, 50, 3], [900, 130, 640, 5, 77, 20, 0]
     q, k, v = _packed(q_lens, k_lens, 8, 2, 128, seed=5)
@@ -96,9 +98,10 @@ def test_packed_schedules_give_the_same_bits(schedule):
     for causal in (False, True):
         base = _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=False)
         _check_against_float64_and_dense(q, k, v, cu_q, cu_k, causal, *base)
-        for overlap in (False, True):
-            got = _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=overlap, **schedule)
-            assert torch.equal(got[0][:-3], base[0][:-3]) and torch.equal(got[1][:, :-3], base[1][:, :-3]), overlap
+        for overlap, pingpong in PACKED_FORMS[1:]:
+            got = _ws_packed(q, k, v, cu_q, cu_k, causal, overlap=overlap, pingpong=pingpong)
+            assert torch.equal(got[0][:-3], base[0][:-3]) and torch.equal(got[1][:, :-3], base[1][:, :-3]), (
+                overlap, pingpong)
 
 
 @needs_sm90
@@ -126,9 +129,9 @@ def test_public_attention_takes_it_for_packed_batches(causal):
     q, k, v = _packed(lens, lens, 8, 2, 128, pad=0, seed=2)
     cu = _cu(lens)
     assert ws_supported(q, k, v, True, -1, 0 if causal else -1)
-    sch = WS_FORWARD.schedule(128, causal, max(lens))
-    form = {"pairs": sch.pairs, "persistent": sch.persistent}
-    out, lse = _ws_packed(q, k, v, cu, cu, causal, overlap=sch.overlap, **form)
+    sch = WS_FORWARD.schedule(128, causal, max(lens), varlen=True)
+    assert not (sch.pairs or sch.persistent)
+    out, lse = _ws_packed(q, k, v, cu, cu, causal, overlap=sch.overlap)
     public, public_lse = attention(q, k, v, causal=causal, cu_seqlens=cu, max_seqlen=max(lens), return_lse=True)
     assert torch.equal(public, out) and torch.equal(public_lse, lse)
     # strides the views cannot address (heads not back to back): the Triton forward, the same values
@@ -184,8 +187,8 @@ def test_packed_window_matches_float64():
         out, lse = _ws_packed(q, k, v, cu, cu, right == 0, left=left)
         ref, ref_lse = _reference_window(q, k, v, left, right, cu)
         _assert_close(out[:-2], lse[:, :-2], ref[:-2], ref_lse[:, :-2])
-        pairs = _ws_packed(q, k, v, cu, cu, right == 0, overlap=False, left=left, **SCHEDULES[2])
-        assert torch.equal(pairs[0][:-2], out[:-2]) and torch.equal(pairs[1][:, :-2], lse[:, :-2]), (left, right)
+        plain = _ws_packed(q, k, v, cu, cu, right == 0, overlap=False, left=left)
+        assert torch.equal(plain[0][:-2], out[:-2]) and torch.equal(plain[1][:, :-2], lse[:, :-2]), (left, right)
 
 
 @needs_sm90
@@ -205,3 +208,4 @@ def test_public_attention_takes_it_for_windows(window):
               pairs=sch.pairs, persistent=sch.persistent, left=left)
     public, public_lse = attention(q, k, v, window=window, return_lse=True)
     assert torch.equal(public, out) and torch.equal(public_lse, lse)
+

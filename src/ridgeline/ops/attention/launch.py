@@ -192,7 +192,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if varlen and store_lse:
         lse.fill_(float("-inf"))  # (packed rows of no sequence; the kernel writes every row it owns)
     if cfg is None and WS_FORWARD.takes(d, varlen, left) and ws_supported(q, k, v, varlen, left, right):
-        sch = WS_FORWARD.schedule(d, right == 0, seq_k, left)
+        sch = WS_FORWARD.schedule(d, right == 0, seq_k, left, varlen)
         launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, sch.overlap,
                   pingpong=WS_FORWARD.pingpong, pairs=sch.pairs, persistent=sch.persistent,
                   cu_q=cu_q if varlen else None, cu_k=cu_k if varlen else None, max_q=seq_q, max_k=seq_k, left=left)

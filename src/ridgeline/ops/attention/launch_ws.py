@@ -97,6 +97,11 @@ def launch_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     from ridgeline.ops.attention.kernel_ws import _attn_fwd_ws
 
     varlen = cu_q is not None
+    if varlen and (persistent or (pairs and causal)):
+        # (each program makes its sequence's K / V views in one slot of global scratch: a program of several items
+        # would rewrite them while its last item's TMA copies may still read them)
+        raise ValueError("launch_ws: packed batches (cu_q) run one query tile a program; got persistent="
+                         f"{persistent}, pairs={pairs}")
     if varlen:
         b, seq_q, seq_k = cu_q.shape[0] - 1, max_q, max_k
         h, hkv, d = q.shape[1], k.shape[1], q.shape[2]

@@ -60,16 +60,15 @@ def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
         return []
     d = case.shape[-1]
-    causal = "causal" in case.variant
     seq_k = longest_keys(case.shape)
     packed = _dims(case.shape)[-1]
     left, right = _bounds(case.variant, seq_k)
     causal = right == 0  # (a window bounds the right side too)
-    sch = WS_FORWARD.schedule(d, causal, seq_k, left)
+    sch = WS_FORWARD.schedule(d, causal, seq_k, left, packed)
     extra = (", varlen=True" if packed else "") + (", window=True" if left >= 0 else "")
     return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "
-            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal, seq_k, left)}), not the Triton launch "
-            f"recorded here; its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import "
+            f"(ops/attention/kernel_ws.py, {WS_FORWARD.describe(d, causal, seq_k, left, packed)}), not the Triton "
+            f"launch recorded here; its sm_90 compile: python -c 'from ridgeline.ops.attention.launch_ws import "
             f"compile_for_sm90 as c; print(c({d}, {causal}, {WS_FORWARD.stages}, {sch.overlap}, "
             f"pingpong={WS_FORWARD.pingpong}, pairs={sch.pairs}, persistent={sch.persistent}{extra}))' "
             f"(without TRITON_INTERPRET)"]

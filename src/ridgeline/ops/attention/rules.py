@@ -170,17 +170,23 @@ class WsForward:
         """Whether the rules send this kind of call to the Gluon forward (where its launcher accepts the tensors)."""
         return head_d in self.head_dims and (self.packed or not varlen) and (self.windows or left < 0)
 
-    def schedule(self, head_d: int, causal: bool, seq_k: int, left: int = -1) -> WsSchedule:
-        """`left` >= 0 (a sliding window): a row sees at most left + 1 keys, which is what the schedules go by."""
+    def schedule(self, head_d: int, causal: bool, seq_k: int, left: int = -1, varlen: bool = False) -> WsSchedule:
+        """`left` >= 0 (a sliding window): a row sees at most left + 1 keys, which is what the schedules go by.
+        `varlen` (packed batches): one tile a program, as for long keys: each program makes its sequence's K / V
+        views in its own global scratch, which a persistent program would rewrite while its last item's TMA
+        copies may still read them."""
         if left >= 0:
             seq_k = min(seq_k, left + 1)
+        if varlen:
+            seq_k = 1 << 62
         for rule in self.schedules:
             if head_d in rule.head_dims and rule.causal == causal and seq_k <= rule.max_seq_k:
                 return rule
         return WsSchedule((head_d,), causal, 1 << 62, False, False, False, "no rule: the plain loop")
 
-    def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30, left: int = -1) -> str:
-        sch = self.schedule(head_d, causal, seq_k, left)
+    def describe(self, head_d: int, causal: bool = False, seq_k: int = 1 << 30, left: int = -1,
+                 varlen: bool = False) -> str:
+        sch = self.schedule(head_d, causal, seq_k, left, varlen)
         return (f"gluon ws {WS_BLOCK_M}x{block_n(head_d)} s{self.stages}" + (" overlap" if sch.overlap else "")
                 + (" pingpong" if self.pingpong else "") + (" pairs" if sch.pairs else "")
                 + (" persistent" if sch.persistent else ""))

@@ -264,7 +264,7 @@ class _AttentionFamily:
 
             keys = longest_keys(case.shape)
             left, right = _bounds(case.variant, keys)  # (a window bounds the right side too: the kernel's causal)
-            info["fwd"] = WS_FORWARD.describe(d, right == 0, keys, left)
+            info["fwd"] = WS_FORWARD.describe(d, right == 0, keys, left, _dims(case.shape)[-1])
         return info
 
 
