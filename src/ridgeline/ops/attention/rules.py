@@ -163,7 +163,7 @@ class WsForward:
     schedules: tuple[WsSchedule, ...]
     why: str
     pingpong: bool = False
-    packed: bool = True  # packed batches (cu_seqlens) too
+    packed: bool = True  # packed batches (cu_seqlens) too (WS_FORWARD below says where they stand)
     windows: bool = True  # sliding windows too
 
     def takes(self, head_d: int, varlen: bool, left: int) -> bool:
@@ -213,7 +213,10 @@ WS_FORWARD = WsForward(
      WsSchedule((128, 256), False, 1 << 62, True, False, False, "full: one tile a program, overlapped (s28)"),
      WsSchedule((128, 256), True, 1 << 62, True, False, False, "causal, long: one tile a program, overlapped (s28)")),
     "a TMA load warp and two MMA warpgroups of 64 rows, 128-row query tiles, P from registers (FlashAttention-3's "
-    "split); s28-s29: 1.13-1.34x the Triton forward at D = 128, 1.04-1.11x at D = 64, 1.26-1.32x at D = 256")
+    "split); s28-s29: 1.13-1.34x the Triton forward at D = 128, 1.04-1.11x at D = 64, 1.26-1.32x at D = 256",
+    # Packed batches and windows (s37) compile for sm_90 (tests/ops/attention/test_attention_ws_compile.py) but
+    # have not yet run on a GPU (no device could be had in s37): off until their GPU tests pass (plan s37-packed).
+    packed=False, windows=False)
 
 _INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}
