@@ -24,9 +24,9 @@ def test_attention_names_the_gluon_forward_where_the_rules_take_it():
     from ridgeline.ops.attention.rules import WS_FORWARD
 
     packed = _notes("attention", (16384, 32, 8, 128), torch.bfloat16, "causal")
-    assert any("varlen=True" in n for n in packed) == WS_FORWARD.packed
+    assert any("varlen=True" in n for n in packed) == WS_FORWARD.takes(128, True, -1)
     window = _notes("attention", (2, 1024, 8, 8, 128), torch.bfloat16, "window")
-    assert any("window=True" in n for n in window) == WS_FORWARD.windows
+    assert any("window=True" in n for n in window) == WS_FORWARD.takes(128, False, 0)
     assert not any("Gluon" in n for n in _notes("attention", (2, 1024, 8, 8, 128), torch.bfloat16, "bhsd"))
     # the backward's kernels are the recorded ones
     assert not any("Gluon" in n for n in _notes("attention_bwd", (2, 1024, 8, 8, 128), torch.bfloat16, "causal"))

@@ -91,10 +91,11 @@ def test_recorded_launch_names_the_gluon_forward_where_the_rules_take_it(monkeyp
         (4, 4096, 16, 16, 256))
     # packed batches: the schedule of the longest sequence's keys (16384 tokens: 8192 the longest); windows: the
     # schedule of the keys a row sees (the window: 1024 keys, left 1023)
-    assert (fwd((16384, 32, 8, 128)) == WS_FORWARD.describe(128, True, 8192)) == WS_FORWARD.packed
+    assert (fwd((16384, 32, 8, 128)) == WS_FORWARD.describe(128, True, 8192)) == WS_FORWARD.takes(128, True, -1)
+    assert fwd((16384, 32, 32, 64)).startswith("gluon") == WS_FORWARD.takes(64, True, -1)
     assert (fwd((4, 4096, 32, 8, 128), "window") == WS_FORWARD.describe(128, True, 4096, 1023) ==
-            WS_FORWARD.describe(128, True, 1024)) == WS_FORWARD.windows
-    assert fwd((16384, 32, 8, 128), "window").startswith("gluon") == (WS_FORWARD.packed and WS_FORWARD.windows)
+            WS_FORWARD.describe(128, True, 1024)) == WS_FORWARD.takes(128, False, 1023)
+    assert fwd((16384, 32, 8, 128), "window").startswith("gluon") == WS_FORWARD.takes(128, True, 0)
     assert not fwd((4, 4096, 32, 8, 128), "causal+bhsd").startswith("gluon")
     assert not fwd((4, 4096, 32, 8, 128), "window+bhsd").startswith("gluon")
     capability[0] = (8, 0)

@@ -163,12 +163,17 @@ class WsForward:
     schedules: tuple[WsSchedule, ...]
     why: str
     pingpong: bool = False
-    packed: bool = True  # packed batches (cu_seqlens) too (WS_FORWARD below says where they stand)
-    windows: bool = True  # sliding windows too
+    packed_head_dims: tuple[int, ...] = ()  # packed batches (cu_seqlens) at these head dims
+    windows: bool = False  # sliding windows of dense batches
+    packed_windows: bool = False  # sliding windows of packed batches (at packed_head_dims)
 
     def takes(self, head_d: int, varlen: bool, left: int) -> bool:
         """Whether the rules send this kind of call to the Gluon forward (where its launcher accepts the tensors)."""
-        return head_d in self.head_dims and (self.packed or not varlen) and (self.windows or left < 0)
+        if head_d not in self.head_dims:
+            return False
+        if varlen:
+            return head_d in self.packed_head_dims and (left < 0 or self.packed_windows)
+        return left < 0 or self.windows
 
     def schedule(self, head_d: int, causal: bool, seq_k: int, left: int = -1, varlen: bool = False) -> WsSchedule:
         """`left` >= 0 (a sliding window): a row sees at most left + 1 keys, which is what the schedules go by.
@@ -214,9 +219,14 @@ WS_FORWARD = WsForward(
      WsSchedule((128, 256), True, 1 << 62, True, False, False, "causal, long: one tile a program, overlapped (s28)")),
     "a TMA load warp and two MMA warpgroups of 64 rows, 128-row query tiles, P from registers (FlashAttention-3's "
     "split); s28-s29: 1.13-1.34x the Triton forward at D = 128, 1.04-1.11x at D = 64, 1.26-1.32x at D = 256",
-    # Packed batches and windows (s37) compile for sm_90 (tests/ops/attention/test_attention_ws_compile.py) but
-    # have not yet run on a GPU (no device could be had in s37): off until their GPU tests pass (plan s37-packed).
-    packed=False, windows=False)
+    # s37 (plan s37-packed on an H100, cold-eager, docs/results/h100-bench-attention-window-s37.json and run
+    # bench_attention_packed_s37 of h100-drivers-s28-s37.json; the Triton forward beside every Gluon form): packed
+    # batches at D = 128 / 256 one tile a program, overlapped, 1.12-1.26x the Triton forward (16384 tokens, H32/8
+    # D128 full 2508 against 3154 us, causal 1457 / 1633; H16 D256 2396 / 2927, 1351 / 1580); at D = 64 0.93-1.00x
+    # (the plain loop 1740 / 1740 full, 1035 / 982 causal): not taken. Windows of dense batches (a 1024-key window,
+    # or S / 4) 1.02-1.19x on the rules' schedule (B4 S4096 H32/8 D128 574 against 643 us, S16384 608 / 705, B8 S2048
+    # 429 / 440, D256 522 / 621, D64 394 / 403); a packed batch's window 0.98x (729 against 712): not taken.
+    packed_head_dims=(128, 256), windows=True, packed_windows=False)
 
 _INTERPRETED = interpreter_enabled()
 RULES = {"fwd": FWD_RULES, "dkdv": DKDV_RULES, "dq": DQ_RULES}
