@@ -35,8 +35,8 @@ def _gluon(q, k, v, causal, window, cu_seqlens, max_seqlen, overlap: bool, pingp
                          "D 64, 128 or 256, 16-bit, on sm_90; not this call")
     out = (torch.zeros if varlen else torch.empty)(q.shape, dtype=q.dtype, device=q.device)
     launch_ws(q, k, v, out, _new_lse(q, varlen), scale, right == 0, False, WS_FORWARD.stages, overlap,
-              pingpong=pingpong, pairs=pairs, persistent=persistent, cu_q=cu_q if varlen else None,
-              cu_k=cu_k if varlen else None, max_q=max_q, max_k=max_k, left=left)
+              pingpong=pingpong, pairs=pairs, persistent=persistent, cu_q=cu_q, cu_k=cu_k, max_q=max_q,
+              max_k=max_k, left=left)
     return out
 
 

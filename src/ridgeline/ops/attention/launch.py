@@ -195,7 +195,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
         sch = WS_FORWARD.schedule(d, right == 0, seq_k, left, varlen)
         launch_ws(q, k, v, out, lse, scale, right == 0, store_lse, WS_FORWARD.stages, sch.overlap,
                   pingpong=WS_FORWARD.pingpong, pairs=sch.pairs, persistent=sch.persistent,
-                  cu_q=cu_q if varlen else None, cu_k=cu_k if varlen else None, max_q=seq_q, max_k=seq_k, left=left)
+                  cu_q=cu_q, cu_k=cu_k, max_q=seq_q, max_k=seq_k, left=left)
         return out, lse
     if cfg is None:
         cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)

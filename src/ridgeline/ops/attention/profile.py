@@ -55,15 +55,11 @@ def gpu_rules(spec: OpSpec, sm_count: int) -> contextlib.AbstractContextManager:
 def gpu_notes(spec: OpSpec, case: Case, sm_count: int) -> list[str]:
     """The forward the rules run on an sm_90 GPU where it is not the recorded Triton launch."""
     from ridgeline.ops.attention.rules import WS_FORWARD
-    from ridgeline.ops.attention.spec import _bounds, _gluon_forward_takes, longest_keys
+    from ridgeline.ops.attention.spec import _gluon_forward_takes, gluon_schedule_args
 
     if spec.name == "attention_bwd" or not _gluon_forward_takes(case, "cuda", assume_sm90=True):
         return []
-    d = case.shape[-1]
-    seq_k = longest_keys(case.shape)
-    packed = _dims(case.shape)[-1]
-    left, right = _bounds(case.variant, seq_k)
-    causal = right == 0  # (a window bounds the right side too)
+    d, causal, seq_k, left, packed = gluon_schedule_args(case)
     sch = WS_FORWARD.schedule(d, causal, seq_k, left, packed)
     extra = (", varlen=True" if packed else "") + (", window=True" if left >= 0 else "")
     return [f"On an sm_90 GPU (H100, H200) the rules run this forward on the warp-specialized Gluon kernel "

@@ -262,16 +262,17 @@ class _AttentionFamily:
         if "fwd" in info and _gluon_forward_takes(case, device):
             from ridgeline.ops.attention.rules import WS_FORWARD
 
-            keys = longest_keys(case.shape)
-            left, right = _bounds(case.variant, keys)  # (a window bounds the right side too: the kernel's causal)
-            info["fwd"] = WS_FORWARD.describe(d, right == 0, keys, left, _dims(case.shape)[-1])
+            info["fwd"] = WS_FORWARD.describe(*gluon_schedule_args(case))
         return info
 
 
-def longest_keys(shape: Shape) -> int:
-    """S_k of a dense case, the longest sequence's keys of a packed one (what the Gluon schedules go by)."""
-    packed = _dims(shape)[-1]
-    return max(varlen_lengths(shape[0])) if packed else _dims(shape)[2]
+def gluon_schedule_args(case: Case) -> tuple[int, bool, int, int, bool]:
+    """(D, causal, S_k, left, packed): what `WS_FORWARD.schedule` / `.describe` go by for this case. S_k is the
+    longest sequence's keys of a packed case; causal is the kernel's (a window bounds the right side too)."""
+    packed = _dims(case.shape)[-1]
+    keys = max(varlen_lengths(case.shape[0])) if packed else _dims(case.shape)[2]
+    left, right = _bounds(case.variant, keys)
+    return case.shape[-1], right == 0, keys, left, packed
 
 
 def _gluon_forward_takes(case: Case, device: Any, assume_sm90: bool = False) -> bool:
