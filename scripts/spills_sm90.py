@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--d", nargs="*", type=int, default=[64, 128, 256])
     ap.add_argument("--kernel", nargs="*", default=["fwd", "dkdv", "dq"], choices=["fwd", "dkdv", "dq"])
     ap.add_argument("--try", dest="tries", nargs="*", default=[], metavar="KERNEL:BMxBNxWxS[t]",
-                    help="a trailing t: the forward's TMA candidate (K/V through tensor descriptors)")
+                    help="a trailing t: the TMA candidate (the streamed tiles through tensor descriptors)")
     args = ap.parse_args()
     rows = recorded_launches(args.d, args.kernel)
     extra = []

@@ -9,6 +9,7 @@ Each kernel's current rule config is timed first, so a budget that runs out stil
 timed (s18's D=256 dK/dV ran out before it).
 
   python3 scripts/device/tune_attention.py OUT.json [--budget-s 60] [--head-dims 64 256] [--kernels dkdv dq]
+                                          [--tma-bwd]
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ DKDV = [AttnConfig(m, n, w, s) for m, n, w, s in [(64, 128, 8, 2), (64, 64, 8, 2
                                                    (32, 128, 8, 3), (16, 128, 8, 2), (16, 32, 8, 2), (16, 64, 8, 2)]]
 DQ = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2),
                                                  (128, 64, 8, 3), (64, 64, 8, 2)]]
+# --tma-bwd (s38): each backward kernel's rule tile with its streamed tiles through TMA and by pointer loads, and
+# the tiles TMA's lower register use opens up (sm_90 spills, scripts/spills_sm90.py, full / causal: D=128 dK/dV
+# 32x64 w4 s3 412/492 B by pointers, 20/44 B through TMA; 64x128 w8 s2 t 108/172 B; D=256 dK/dV 64x64 w8 s2
+# 548/572 B -> 136/184 B, 32x64 w8 s2 t 12/24 B, 64x32 w8 s2 t 0 B; every dQ candidate below 0 B but D=256 64x64 w4).
+_T = [(32, 64, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3)]
+TMA_BWD = {  # D: (dK/dV candidates, dQ candidates), all through TMA (the rule's pointer twin is added)
+    64: ([AttnConfig(*c, tma=True) for c in _T], [AttnConfig(*c, tma=True) for c in [(64, 64, 4, 3), (128, 64, 8, 3)]]),
+    128: ([AttnConfig(*c, tma=True) for c in [*_T, (64, 64, 8, 2)]],
+          [AttnConfig(*c, tma=True) for c in [(128, 64, 8, 3), (64, 64, 4, 3), (128, 64, 8, 2)]]),
+    256: ([AttnConfig(*c, tma=True) for c in [(64, 64, 8, 2), (32, 64, 8, 2), (64, 32, 8, 2), (32, 64, 4, 3)]],
+          [AttnConfig(*c, tma=True) for c in [(128, 32, 8, 3), (64, 64, 4, 2), (64, 32, 4, 2)]]),
+}
 
 
 def _knob_grid(rule: AttnConfig) -> list[AttnConfig]:
@@ -58,10 +71,12 @@ def _call(fn, *args):
     return lambda: fn(*args)
 
 
-def _rule_first(kernel: str, d: int, causal: bool, candidates: list[AttnConfig]) -> list[AttnConfig]:
-    """The rule's config, then the other candidates (each once)."""
+def _rule_first(kernel: str, d: int, causal: bool, candidates: list[AttnConfig],
+                twin: bool = False) -> list[AttnConfig]:
+    """The rule's config (and with `twin` the same tile with TMA the other way), then the other candidates."""
     rule = config_for(kernel, d, causal, False)
-    return [rule, *(c for c in candidates if c != rule)]
+    head = [rule, dataclasses.replace(rule, tma=not rule.tma)] if twin else [rule]
+    return [*head, *(c for c in candidates if c not in head)]
 
 
 def main() -> int:
@@ -70,6 +85,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--head-dims", type=int, nargs="*", help="only the shapes of these head dims (default: all)")
     ap.add_argument("--kernels", nargs="*", choices=["fwd", "dkdv", "dq"], help="only these kernels (default: all)")
+    ap.add_argument("--tma-bwd", action="store_true",
+                    help="the backward kernels' TMA candidates (TMA_BWD) instead of their tile grids")
     ap.add_argument("--fwd-knobs", action="store_true",
                     help="the forward's softmax knob instead of its tile grid: the rule's tile as is and with the "
                          "scale folded into the FMA, twice each, alternating")
@@ -99,11 +116,16 @@ def main() -> int:
                 jobs += [("fwd", c, _call(_forward, *fwd_args, c)) for c in [rule, *_knob_grid(rule)]]
             else:
                 jobs += [("fwd", c, _call(_forward, *fwd_args, c)) for c in _rule_first("fwd", d, causal, FWD)]
+        kv_grid, q_grid = TMA_BWD[d] if args.tma_bwd else (DKDV, DQ)
+        if args.tma_bwd:  # the whole backward by pointer loads in both kernels: the baseline of the TMA rows
+            plain = (dataclasses.replace(default_kv, tma=False), dataclasses.replace(default_q, tma=False))
+            jobs.append(("bwd", plain[0], _call(_backward, *bwd_args, plain)))
         if "dkdv" in wanted:
             jobs += [("dkdv", c, _call(_backward, *bwd_args, (c, default_q)))
-                     for c in _rule_first("dkdv", d, causal, DKDV)]
+                     for c in _rule_first("dkdv", d, causal, kv_grid, args.tma_bwd)]
         if "dq" in wanted:
-            jobs += [("dq", c, _call(_backward, *bwd_args, (default_kv, c))) for c in _rule_first("dq", d, causal, DQ)]
+            jobs += [("dq", c, _call(_backward, *bwd_args, (default_kv, c)))
+                     for c in _rule_first("dq", d, causal, q_grid, args.tma_bwd)]
         per: dict[str, tuple[float, str]] = {}
         for kernel, cfg, fn in jobs:
             rec = {"shape": label, "kernel": kernel, "config": cfg.describe()}

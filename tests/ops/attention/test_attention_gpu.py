@@ -102,3 +102,32 @@ def test_tma_forward_candidate_equals_the_pointer_path(d, causal):
     cu = torch.tensor([0, 300, 301, 1000, 2000], dtype=torch.int32, device="cuda")
     args = _prepare(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), causal, None, None, cu, 1000)
     assert torch.equal(_forward(*args, cfg=pointer)[0], _forward(*args, cfg=tma)[0])
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_backward_equals_the_pointer_path(d, causal):
+    """The backward's streamed tiles through TMA descriptors (dK/dV's Q and dO, dQ's K and V) give the pointer
+    loads' bits at the rules' tiles, dense (GQA: descriptors remade for each query head of a group, ragged last
+    tiles) and packed (each sequence bounded by its own descriptors). (Against float64 at the rules' tiles:
+    test_ours_passes_the_harness_at_large_shapes.)"""
+    import dataclasses
+
+    from ridgeline.ops.attention.launch import _backward, _forward, _prepare
+    from ridgeline.ops.attention.rules import config_for
+
+    kv, dq = config_for("dkdv", d, causal, False), config_for("dq", d, causal, False)
+    pointer = (dataclasses.replace(kv, tma=False), dataclasses.replace(dq, tma=False))
+    tma = (dataclasses.replace(kv, tma=True), dataclasses.replace(dq, tma=True))
+    q = torch.randn(2, 1000, 8, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 1000, 2, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    for cu, max_len in [(None, None), (torch.tensor([0, 300, 301, 1000, 2000], dtype=torch.int32, device="cuda"),
+                                       1000)]:
+        qq, kk, vv = (q, k, v) if cu is None else (q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1))
+        args = _prepare(qq, kk, vv, causal, None, None, cu, max_len)
+        out, lse = _forward(*args)
+        dout = torch.randn_like(out)
+        bw = (qq, kk, vv, out, dout, lse, None, *args[3:])
+        a, b = _backward(*bw, cfgs=pointer), _backward(*bw, cfgs=tma)
+        assert all(torch.equal(x, y) for x, y in zip(a, b)), (d, causal, cu is not None)

@@ -269,6 +269,43 @@ def test_tma_forward_candidate_matches_the_pointer_path(causal):
     assert torch.equal(_forward(*args, cfg=pointer)[0], _forward(*args, cfg=tma)[0])
 
 
+@pytest.mark.parametrize("window", [None, (7, 3)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_backward_candidates_match_the_pointer_path(causal, window):
+    """The backward's TMA candidates (dK/dV's Q and dO tiles, dQ's K and V tiles through tensor descriptors made
+    per sequence and head; rows past a sequence arrive as zeros) give the pointer path's bits and float64's
+    gradients: dense with ragged tiles, GQA (descriptors remade for each query head of a group), windows, packed
+    sequences with empty and one-token ones, and a gradient whose rows overlap (stride 0: pointer loads)."""
+    from ridgeline.ops.attention.launch import _backward, _forward, _prepare, tma_readable
+    from ridgeline.ops.attention.rules import AttnConfig
+
+    pointer, tma = AttnConfig(16, 16, 4, 1), AttnConfig(16, 16, 4, 1, tma=True)
+    q, k, v = qkv(2, 21, 37, 4, 2, 32, torch.bfloat16)
+    args = _prepare(q, k, v, causal, None, window, None, None)
+    out, lse = _forward(*args)
+    dout = rand(*out.shape, dtype=torch.bfloat16)
+    bw = (q, k, v, out, dout, lse, None, *args[3:])
+    by_pointer = _backward(*bw, cfgs=(pointer, pointer))
+    for cfgs in [(tma, pointer), (pointer, tma), (tma, tma)]:
+        assert all(torch.equal(a, b) for a, b in zip(by_pointer, _backward(*bw, cfgs=cfgs))), cfgs
+    for got, want in zip(by_pointer, ref(q, k, v, causal, window, dout=dout)[2]):
+        close(got, want, torch.bfloat16, scale=4.0)
+    flat = rand(2, 1, 4, 32, dtype=torch.bfloat16).expand(out.shape)  # every row the same memory
+    assert not tma_readable(flat, False)
+    bw = (q, k, v, out, flat, lse, None, *args[3:])
+    assert all(torch.equal(a, b) for a, b in zip(_backward(*bw, cfgs=(pointer, pointer)),
+                                                 _backward(*bw, cfgs=(tma, tma))))
+    lens = [5, 0, 19, 1]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    qp, kp, vp = (rand(sum(lens), h, 32, dtype=torch.bfloat16) for h in (4, 2, 2))
+    args = _prepare(qp, kp, vp, causal, None, window, cu, max(lens))
+    out, lse = _forward(*args)
+    dout = rand(*out.shape, dtype=torch.bfloat16)
+    bw = (qp, kp, vp, out, dout, lse, None, *args[3:])
+    assert all(torch.equal(a, b) for a, b in zip(_backward(*bw, cfgs=(pointer, pointer)),
+                                                 _backward(*bw, cfgs=(tma, tma))))
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_folded_scale_forward_matches_fp64(case):
     """The forward with the softmax scale folded into the FMA (max(s) * scale as the row maximum, then

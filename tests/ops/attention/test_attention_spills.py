@@ -45,8 +45,7 @@ def kernel_facts(tmp_path_factory) -> dict[tuple[str, int, bool], dict]:
                 # The recorded launch carries the GPU rule's tile, not the interpreter's 16 x 16.
                 assert (la.args["BLOCK_M"], la.args["BLOCK_N"], la.num_warps, la.num_stages) == (
                     cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages)
-                if kernel == "fwd":
-                    assert la.args["TMA"] == cfg.tma  # (meta tensors pass launch.tma_readable)
+                assert la.args["TMA"] == cfg.tma  # (meta tensors pass launch.tma_readable)
                 launches.append(la)
                 keys.append((kernel, d, causal))
     out_dir = tmp_path_factory.mktemp("attn-sm90")

@@ -214,22 +214,28 @@ def _attn_bwd_delta(Out, DO, LSE, DLSE, DELTA, cu_q,
 
 
 @triton.jit
-def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, s_q, s_do, offs_n, offs_d, seq_q, seq_k,
-                shift, left, right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
-                HAS_RIGHT: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr):
+def _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_base, s_q, s_do, offs_n, offs_d,
+                seq_q, seq_k, shift, left, right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
+                HAS_RIGHT: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
     """dk, dv [BLOCK_N, D] += the contribution of query rows [start, end) of one head (transposed scores)."""
     for m0 in range(start, end, BLOCK_M):
         offs_m = m0 + tl.arange(0, BLOCK_M)
         rows = offs_m.to(tl.int64)[:, None]
-        if MASKED:
+        if TMA:  # the copy engine fetches both tiles (rows past seq_q arrive as zeros): no per-element addresses
+            q = q_desc.load([m0, 0])
+            do = do_desc.load([m0, 0])
+        elif MASKED:
             ok_m = offs_m < seq_q
             q = tl.load(q_base + rows * s_q + offs_d[None, :], mask=ok_m[:, None], other=0.0)
             do = tl.load(do_base + rows * s_do + offs_d[None, :], mask=ok_m[:, None], other=0.0)
-            lse = tl.load(lse_base + offs_m, mask=ok_m, other=float("inf"))
-            delta = tl.load(delta_base + offs_m, mask=ok_m, other=0.0)
         else:
             q = tl.load(q_base + rows * s_q + offs_d[None, :])
             do = tl.load(do_base + rows * s_do + offs_d[None, :])
+        if MASKED:
+            ok_m = offs_m < seq_q
+            lse = tl.load(lse_base + offs_m, mask=ok_m, other=float("inf"))
+            delta = tl.load(delta_base + offs_m, mask=ok_m, other=0.0)
+        else:
             lse = tl.load(lse_base + offs_m)
             delta = tl.load(delta_base + offs_m)
         if UPCAST:
@@ -256,8 +262,10 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, cu_q, cu_k,
                    s_dkb, s_dks, s_dkh, s_dvb, s_dvs, s_dvh, s_lb, s_lh,
                    seqlen_q, seqlen_k, H_KV, GROUP, qk_scale, sm_scale, left, right,
                    VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HEAD_D: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
-    """One key tile of one kv head: dK and dV summed over the GROUP query heads that share it, in a fixed order."""
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
+    """One key tile of one kv head: dK and dV summed over the GROUP query heads that share it, in a fixed order.
+    TMA: Q and dO tiles through tensor descriptors of one sequence and one query head, made per head (each inner
+    loop has consumed every tile it fetched before the next head's descriptors overwrite the scratch they live in)."""
     pid_n = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H_KV
@@ -292,15 +300,22 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, cu_q, cu_k,
         do_base = DO + b64 * s_db + q0 * s_ds + h64 * s_dh
         lse_base = LSE + b64 * s_lb + h64 * s_lh + q0
         delta_base = DELTA + b64 * s_lb + h64 * s_lh + q0
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, s_qs, s_ds, offs_n, offs_d,
-                             seq_q, seq_k, shift, left, right, qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT,
-                             BLOCK_M, UPCAST)
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, s_qs, s_ds, offs_n, offs_d,
-                             seq_q, seq_k, shift, left, right, qk_scale, full_lo, full_hi, False, HAS_LEFT,
-                             HAS_RIGHT, BLOCK_M, UPCAST)
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, s_qs, s_ds, offs_n, offs_d,
-                             seq_q, seq_k, shift, left, right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT,
-                             BLOCK_M, UPCAST)
+        q_desc = q_base  # (stands in where TMA is off: the constexpr branch never reads it)
+        do_desc = do_base
+        if TMA:
+            q_desc = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_D], strides=[s_qs, 1],
+                                               block_shape=[BLOCK_M, HEAD_D])
+            do_desc = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_D], strides=[s_ds, 1],
+                                                block_shape=[BLOCK_M, HEAD_D])
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_base, s_qs, s_ds,
+                             offs_n, offs_d, seq_q, seq_k, shift, left, right, qk_scale, lo, full_lo, True, HAS_LEFT,
+                             HAS_RIGHT, BLOCK_M, UPCAST, TMA)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_base, s_qs, s_ds,
+                             offs_n, offs_d, seq_q, seq_k, shift, left, right, qk_scale, full_lo, full_hi, False,
+                             HAS_LEFT, HAS_RIGHT, BLOCK_M, UPCAST, TMA)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_base, s_qs, s_ds,
+                             offs_n, offs_d, seq_q, seq_k, shift, left, right, qk_scale, full_hi, hi, True, HAS_LEFT,
+                             HAS_RIGHT, BLOCK_M, UPCAST, TMA)
     dk = dk * sm_scale
     tl.store(DK + b64 * s_dkb + k0 * s_dks + kvh64 * s_dkh + cols * s_dks + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=ok_n[:, None])
@@ -309,13 +324,16 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, cu_q, cu_k,
 
 
 @triton.jit
-def _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, s_k, s_v, offs_m, offs_d, seq_k, shift, left, right,
-              qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+def _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_m, offs_d, seq_k, shift, left,
+              right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         cols = offs_n.to(tl.int64)[:, None]
-        if MASKED:
+        if TMA:  # (keys past seq_k arrive as zeros)
+            k = k_desc.load([n0, 0])
+            v = v_desc.load([n0, 0])
+        elif MASKED:
             k = tl.load(k_base + cols * s_k + offs_d[None, :], mask=(offs_n < seq_k)[:, None], other=0.0)
             v = tl.load(v_base + cols * s_v + offs_d[None, :], mask=(offs_n < seq_k)[:, None], other=0.0)
         else:
@@ -340,7 +358,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, cu_q, cu_k,
                  s_qb, s_qs, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_db, s_ds, s_dh, s_dqb, s_dqs, s_dqh,
                  s_lb, s_lh, seqlen_q, seqlen_k, H, GROUP, qk_scale, sm_scale, left, right,
                  VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HEAD_D: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -370,15 +388,22 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, cu_q, cu_k,
     delta = tl.load(DELTA + lse_off, mask=ok_m, other=0.0)
     k_base = K + b64 * s_kb + k0 * s_ks + kvh * s_kh
     v_base = V + b64 * s_vb + k0 * s_vs + kvh * s_vh
+    k_desc = k_base  # (stands in where TMA is off)
+    v_desc = v_base
+    if TMA:  # one descriptor per (sequence, kv head), bounded by this sequence's keys
+        k_desc = tl.make_tensor_descriptor(k_base, shape=[seq_k, HEAD_D], strides=[s_ks, 1],
+                                           block_shape=[BLOCK_N, HEAD_D])
+        v_desc = tl.make_tensor_descriptor(v_base, shape=[seq_k, HEAD_D], strides=[s_vs, 1],
+                                           block_shape=[BLOCK_N, HEAD_D])
     dq = tl.zeros((BLOCK_M, HEAD_D), tl.float32)
     last = tl.minimum(m0 + BLOCK_M, seq_q) - 1
     lo, full_lo, full_hi, hi = _phases(m0, last, seq_k, shift, left, right, HAS_LEFT, HAS_RIGHT, BLOCK_N)
-    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left, right,
-                   qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
-    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left, right,
-                   qk_scale, full_lo, full_hi, False, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
-    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, s_ks, s_vs, offs_m, offs_d, seq_k, shift, left, right,
-                   qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST)
+    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k, shift,
+                   left, right, qk_scale, lo, full_lo, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST, TMA)
+    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k, shift,
+                   left, right, qk_scale, full_lo, full_hi, False, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST, TMA)
+    dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, k_desc, v_desc, s_ks, s_vs, offs_m, offs_d, seq_k, shift,
+                   left, right, qk_scale, full_hi, hi, True, HAS_LEFT, HAS_RIGHT, BLOCK_N, UPCAST, TMA)
     dq = dq * sm_scale
     tl.store(DQ + b64 * s_dqb + q0 * s_dqs + h64 * s_dqh + rows * s_dqs + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=ok_m[:, None])

@@ -218,7 +218,10 @@ def tma_readable(t: torch.Tensor, varlen: bool) -> bool:
     """Whether K or V can be read through tensor descriptors: every tile base (sequence, token and head offsets)
     16-byte aligned, i.e. the pointer and the batch, token and head strides in bytes multiples of 16."""
     size = t.element_size()
-    return t.data_ptr() % 16 == 0 and all((s * size) % 16 == 0 for s in _strides3(t, varlen)) and t.stride(-1) == 1
+    strides = _strides3(t, varlen)
+    # (a token stride below D would make rows overlap: an expanded gradient, say; such tensors take pointer loads)
+    return (t.data_ptr() % 16 == 0 and all((s * size) % 16 == 0 for s in strides) and t.stride(-1) == 1
+            and strides[1] >= t.shape[-1])
 
 
 def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: int,
@@ -243,6 +246,11 @@ def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int,
     cu_qa = cu_q if varlen else _dummy(lse)
     cu_ka = cu_k if varlen else _dummy(lse)
     flags = dict(VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, HEAD_D=d, UPCAST=up)
+    # Each kernel's streamed tiles through tensor descriptors where its rule asks and the strides allow it.
+    tma_kv = cfg_kv.tma and tma_readable(q, varlen) and tma_readable(dout, varlen)
+    tma_q = cfg_q.tma and tma_readable(k, varlen) and tma_readable(v, varlen)
+    if (tma_kv or tma_q) and q.is_cuda:
+        ensure_tma_allocator()
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         if seq_q:
             bm = DELTA_BLOCK_M[up]
@@ -256,13 +264,13 @@ def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int,
                 *_strides3(q, varlen), *_strides3(k, varlen), *_strides3(v, varlen), *_strides3(dout, varlen),
                 *_strides3(dk, varlen), *_strides3(dv, varlen), *ls, seq_q, seq_k, hkv, h // hkv,
                 scale * LOG2E, scale, left, right, BLOCK_M=cfg_kv.block_m, BLOCK_N=cfg_kv.block_n, **flags,
-                num_warps=cfg_kv.num_warps, num_stages=cfg_kv.num_stages)
+                TMA=tma_kv, num_warps=cfg_kv.num_warps, num_stages=cfg_kv.num_stages)
         if seq_q:
             _attn_bwd_dq[(triton_cdiv(seq_q, cfg_q.block_m), batch * h)](
                 q, k, v, dout, lse, delta, dq, cu_qa, cu_ka,
                 *_strides3(q, varlen), *_strides3(k, varlen), *_strides3(v, varlen), *_strides3(dout, varlen),
                 *_strides3(dq, varlen), *ls, seq_q, seq_k, h, h // hkv, scale * LOG2E, scale, left, right,
-                BLOCK_M=cfg_q.block_m, BLOCK_N=cfg_q.block_n, **flags, num_warps=cfg_q.num_warps,
+                BLOCK_M=cfg_q.block_m, BLOCK_N=cfg_q.block_n, **flags, TMA=tma_q, num_warps=cfg_q.num_warps,
                 num_stages=cfg_q.num_stages)
     return dq, dk, dv
 
