@@ -50,7 +50,7 @@ DQ = [AttnConfig(m, n, w, s) for m, n, w, s in [(128, 64, 8, 2), (128, 32, 8, 3)
 # the tiles TMA's lower register use opens up (sm_90 spills, scripts/spills_sm90.py, full / causal: D=128 dK/dV
 # 32x64 w4 s3 412/492 B by pointers, 20/44 B through TMA; 64x128 w8 s2 t 108/172 B; D=256 dK/dV 64x64 w8 s2
 # 548/572 B -> 136/184 B, 32x64 w8 s2 t 12/24 B, 64x32 w8 s2 t 0 B; every dQ candidate below 0 B but D=256 64x64 w4).
-TMA_BWD = {  # D: (dK/dV candidates, dQ candidates), all through TMA (the rule's pointer twin is added); D=256 runs
+TMA_BWD = {  # D: (dK/dV candidates, dQ candidates) through TMA, after the rule's tile both ways; D=256 runs
     # first, then 128 and 64 (the budget may end the grid: D=256 is where the backward trails the flash backend)
     256: ([AttnConfig(*c, tma=True) for c in [(64, 64, 8, 2), (32, 64, 8, 2), (64, 32, 8, 2)]],
           [AttnConfig(*c, tma=True) for c in [(128, 32, 8, 3), (64, 64, 4, 2)]]),
@@ -117,9 +117,10 @@ def main() -> int:
             else:
                 jobs += [("fwd", c, _call(_forward, *fwd_args, c)) for c in _rule_first("fwd", d, causal, FWD)]
         kv_grid, q_grid = TMA_BWD[d] if args.tma_bwd else (DKDV, DQ)
-        if args.tma_bwd:  # the whole backward by pointer loads in both kernels: the baseline of the TMA rows
-            plain = (dataclasses.replace(default_kv, tma=False), dataclasses.replace(default_q, tma=False))
-            jobs.append(("bwd", plain[0], _call(_backward, *bwd_args, plain)))
+        if args.tma_bwd:  # the whole backward with TMA in both kernels, and by pointer loads in both
+            for way in (True, False):
+                pair = (dataclasses.replace(default_kv, tma=way), dataclasses.replace(default_q, tma=way))
+                jobs.append(("bwd", pair[0], _call(_backward, *bwd_args, pair)))
         if "dkdv" in wanted:
             jobs += [("dkdv", c, _call(_backward, *bwd_args, (c, default_q)))
                      for c in _rule_first("dkdv", d, causal, kv_grid, args.tma_bwd)]
