@@ -75,6 +75,18 @@ def _seq_bounds(cu_q, cu_k, b, seqlen_q, seqlen_k, VARLEN: tl.constexpr):
 
 
 @triton.jit
+def _tile_views(a_base, b_base, s_a, s_b, rows, HEAD_D: tl.constexpr, BLOCK: tl.constexpr, TMA: tl.constexpr):
+    """The two tensors a loop streams in BLOCK-row tiles: with TMA, descriptors of one sequence and one head
+    ([rows, HEAD_D], so rows past the sequence arrive as zeros); without, their base pointers as they are (the
+    constexpr branches that read descriptors are then never compiled)."""
+    if TMA:
+        return (tl.make_tensor_descriptor(a_base, shape=[rows, HEAD_D], strides=[s_a, 1], block_shape=[BLOCK, HEAD_D]),
+                tl.make_tensor_descriptor(b_base, shape=[rows, HEAD_D], strides=[s_b, 1], block_shape=[BLOCK, HEAD_D]))
+    else:
+        return a_base, b_base
+
+
+@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, s_k, s_v, offs_m, offs_d, seq_k, shift, left,
                right, qk_scale, start, end, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, FOLD: tl.constexpr):
@@ -151,13 +163,7 @@ def _attn_fwd(Q, K, V, Out, LSE, cu_q, cu_k,
     k_base = K + b64 * s_kb + k0 * s_ks + kvh * s_kh
     v_base = V + b64 * s_vb + k0 * s_vs + kvh * s_vh
 
-    k_desc = k_base  # (stands in where TMA is off: the constexpr branch never reads it)
-    v_desc = v_base
-    if TMA:  # one descriptor per (sequence, kv head), bounded by this sequence's keys
-        k_desc = tl.make_tensor_descriptor(k_base, shape=[seq_k, HEAD_D], strides=[s_ks, 1],
-                                           block_shape=[BLOCK_N, HEAD_D])
-        v_desc = tl.make_tensor_descriptor(v_base, shape=[seq_k, HEAD_D], strides=[s_vs, 1],
-                                           block_shape=[BLOCK_N, HEAD_D])
+    k_desc, v_desc = _tile_views(k_base, v_base, s_ks, s_vs, seq_k, HEAD_D, BLOCK_N, TMA)
 
     acc = tl.zeros((BLOCK_M, HEAD_D), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
@@ -300,13 +306,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, cu_q, cu_k,
         do_base = DO + b64 * s_db + q0 * s_ds + h64 * s_dh
         lse_base = LSE + b64 * s_lb + h64 * s_lh + q0
         delta_base = DELTA + b64 * s_lb + h64 * s_lh + q0
-        q_desc = q_base  # (stands in where TMA is off: the constexpr branch never reads it)
-        do_desc = do_base
-        if TMA:
-            q_desc = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_D], strides=[s_qs, 1],
-                                               block_shape=[BLOCK_M, HEAD_D])
-            do_desc = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_D], strides=[s_ds, 1],
-                                                block_shape=[BLOCK_M, HEAD_D])
+        q_desc, do_desc = _tile_views(q_base, do_base, s_qs, s_ds, seq_q, HEAD_D, BLOCK_M, TMA)
         dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_base, s_qs, s_ds,
                              offs_n, offs_d, seq_q, seq_k, shift, left, right, qk_scale, lo, full_lo, True, HAS_LEFT,
                              HAS_RIGHT, BLOCK_M, UPCAST, TMA)
@@ -388,13 +388,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, cu_q, cu_k,
     delta = tl.load(DELTA + lse_off, mask=ok_m, other=0.0)
     k_base = K + b64 * s_kb + k0 * s_ks + kvh * s_kh
     v_base = V + b64 * s_vb + k0 * s_vs + kvh * s_vh
-    k_desc = k_base  # (stands in where TMA is off)
-    v_desc = v_base
-    if TMA:  # one descriptor per (sequence, kv head), bounded by this sequence's keys
-        k_desc = tl.make_tensor_descriptor(k_base, shape=[seq_k, HEAD_D], strides=[s_ks, 1],
-                                           block_shape=[BLOCK_N, HEAD_D])
-        v_desc = tl.make_tensor_descriptor(v_base, shape=[seq_k, HEAD_D], strides=[s_vs, 1],
-                                           block_shape=[BLOCK_N, HEAD_D])
+    k_desc, v_desc = _tile_views(k_base, v_base, s_ks, s_vs, seq_k, HEAD_D, BLOCK_N, TMA)
     dq = tl.zeros((BLOCK_M, HEAD_D), tl.float32)
     last = tl.minimum(m0 + BLOCK_M, seq_q) - 1
     lo, full_lo, full_hi, hi = _phases(m0, last, seq_k, shift, left, right, HAS_LEFT, HAS_RIGHT, BLOCK_N)
