@@ -227,18 +227,18 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, q_desc, do_desc, lse_base, delta_
     for m0 in range(start, end, BLOCK_M):
         offs_m = m0 + tl.arange(0, BLOCK_M)
         rows = offs_m.to(tl.int64)[:, None]
+        if MASKED:
+            ok_m = offs_m < seq_q
         if TMA:  # the copy engine fetches both tiles (rows past seq_q arrive as zeros): no per-element addresses
             q = q_desc.load([m0, 0])
             do = do_desc.load([m0, 0])
         elif MASKED:
-            ok_m = offs_m < seq_q
             q = tl.load(q_base + rows * s_q + offs_d[None, :], mask=ok_m[:, None], other=0.0)
             do = tl.load(do_base + rows * s_do + offs_d[None, :], mask=ok_m[:, None], other=0.0)
         else:
             q = tl.load(q_base + rows * s_q + offs_d[None, :])
             do = tl.load(do_base + rows * s_do + offs_d[None, :])
         if MASKED:
-            ok_m = offs_m < seq_q
             lse = tl.load(lse_base + offs_m, mask=ok_m, other=float("inf"))
             delta = tl.load(delta_base + offs_m, mask=ok_m, other=0.0)
         else:

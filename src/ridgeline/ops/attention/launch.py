@@ -200,9 +200,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
     if cfg is None:
         cfg = config_for("fwd", d, left >= 0 or right >= 0, _INTERPRETED)
     grid = (triton_cdiv(seq_q, cfg.block_m), batch * h)
-    tma = cfg.tma and tma_readable(k, varlen) and tma_readable(v, varlen)
-    if tma and q.is_cuda:
-        ensure_tma_allocator()
+    tma = _tma_ready(cfg, k, v, varlen)
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         _attn_fwd[grid](
             q, k, v, out, lse, cu_q if varlen else _dummy(lse), cu_k if varlen else _dummy(lse),
@@ -215,13 +213,23 @@ def _forward(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: in
 
 
 def tma_readable(t: torch.Tensor, varlen: bool) -> bool:
-    """Whether K or V can be read through tensor descriptors: every tile base (sequence, token and head offsets)
-    16-byte aligned, i.e. the pointer and the batch, token and head strides in bytes multiples of 16."""
+    """Whether a tensor a kernel streams (K, V; the backward's Q and dO) can be read through tensor descriptors:
+    every tile base (sequence, token and head offsets) 16-byte aligned, i.e. the pointer and the batch, token and
+    head strides in bytes multiples of 16, and rows that do not overlap."""
     size = t.element_size()
     strides = _strides3(t, varlen)
     # (a token stride below D would make rows overlap: an expanded gradient, say; such tensors take pointer loads)
     return (t.data_ptr() % 16 == 0 and all((s * size) % 16 == 0 for s in strides) and t.stride(-1) == 1
             and strides[1] >= t.shape[-1])
+
+
+def _tma_ready(cfg: AttnConfig, a: torch.Tensor, b: torch.Tensor, varlen: bool) -> bool:
+    """Whether a kernel streams a and b through tensor descriptors: its config asks and both are readable so (on a
+    GPU, Triton's allocator for the descriptors' scratch is then set)."""
+    tma = cfg.tma and tma_readable(a, varlen) and tma_readable(b, varlen)
+    if tma and a.is_cuda:
+        ensure_tma_allocator()
+    return tma
 
 
 def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float, left: int,
@@ -246,11 +254,8 @@ def _backward(q, k, v, out, dout, lse, dlse, cu_q, cu_k, max_q: int, max_k: int,
     cu_qa = cu_q if varlen else _dummy(lse)
     cu_ka = cu_k if varlen else _dummy(lse)
     flags = dict(VARLEN=varlen, HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, HEAD_D=d, UPCAST=up)
-    # Each kernel's streamed tiles through tensor descriptors where its rule asks and the strides allow it.
-    tma_kv = cfg_kv.tma and tma_readable(q, varlen) and tma_readable(dout, varlen)
-    tma_q = cfg_q.tma and tma_readable(k, varlen) and tma_readable(v, varlen)
-    if (tma_kv or tma_q) and q.is_cuda:
-        ensure_tma_allocator()
+    tma_kv = _tma_ready(cfg_kv, q, dout, varlen)
+    tma_q = _tma_ready(cfg_q, k, v, varlen)
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         if seq_q:
             bm = DELTA_BLOCK_M[up]
