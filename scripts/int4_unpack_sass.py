@@ -33,7 +33,9 @@ def candidates(m: int) -> list[TileConfig]:
     if m <= 8:
         grid += [TileConfig(8, 64, 4, 4, swap_ab=True, groups_per_step=2), TileConfig(8, 128, 4, 4, swap_ab=True)]
     elif m <= 16:
-        grid += [TileConfig(16, 64, 4, 4, swap_ab=True), TileConfig(16, 32, 2, 4, swap_ab=True, groups_per_step=2)]
+        grid += [TileConfig(16, 64, 4, 4, swap_ab=True), TileConfig(16, 32, 2, 4, swap_ab=True, groups_per_step=2),
+                 # two 8-wide dots on 4 warps (mma.sync, where one 16-wide dot there is wgmma)
+                 *(TileConfig(16, bn, 4, st, swap_ab=True, halves=True) for bn, st in ((64, 4), (64, 3), (128, 4)))]
     return grid
 
 

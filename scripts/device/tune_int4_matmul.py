@@ -14,7 +14,9 @@ other orientation may), then timed with triton.testing.do_bench_cudagraph over e
 three times (cold L2). A failing config is recorded and skipped, never a crash; when --max-seconds runs out the
 shapes left are skipped and said so. The best config per shape is printed last; everything measured goes to
 --json. `--fused-only` times just the split programs' two reduces (a second launch, or the tile's last program
-adding the partials in the kernel) over the numeric splits. (scripts/int4_unpack_sass.py gives the candidates'
+adding the partials in the kernel) over the numeric splits. `--halves` times the 9-16-row rule beside the s39
+candidate: x's rows as two 8-wide dots on one unpacked weight, on 4 warps (mma.sync; 2x the rule's warps an SM at
+the same shared memory). (scripts/int4_unpack_sass.py gives the candidates'
 sm_90 loop instructions without a GPU.)
 """
 
@@ -80,7 +82,15 @@ def candidates(m: int) -> list:
     return out
 
 
-def tune_shape(m: int, n: int, k: int, rep_ms: float, fused_only: bool = False) -> dict:
+def halves_candidates() -> list:
+    """(s39) 16-row tiles as two 8-wide dots on 4 or 8 warps, around the 2-warp rule's shared memory."""
+    from ridgeline.ops.int4_matmul.rules import TileConfig
+
+    grid = [(64, 4, 4, 1), (64, 4, 3, 1), (64, 4, 6, 1), (64, 4, 4, 2), (128, 4, 4, 1), (128, 8, 4, 1), (128, 8, 3, 1)]
+    return [TileConfig(16, bn, w, st, groups_per_step=g, swap_ab=True, halves=True) for bn, w, st, g in grid]
+
+
+def tune_shape(m: int, n: int, k: int, rep_ms: float, fused_only: bool = False, halves: bool = False) -> dict:
     from ridgeline.core.spec import Case
     from ridgeline.ops.int4_matmul import launch as L
     from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
@@ -110,7 +120,9 @@ def tune_shape(m: int, n: int, k: int, rep_ms: float, fused_only: bool = False) 
     # (tile, split programs, splits, fused reduce): None keeps the rule's choice
     cands = [(None, None, base_splits, None), (None, True, base_splits, False), (None, True, base_splits, True),
              (None, False, base_splits, None)]
-    if fused_only:
+    if halves:
+        cands = cands[:1] + [(c, None, base_splits, None) for c in halves_candidates()]
+    elif fused_only:
         cands += [(None, True, sp, True) for sp in split_opts if sp != base_splits]
     else:
         cands += [(c, None, base_splits, None) for c in candidates(m)]
@@ -150,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep-ms", type=float, default=10.0)
     ap.add_argument("--fused-only", action="store_true",
                     help="only the split programs' reduce: second launch vs fused, over the numeric splits")
+    ap.add_argument("--halves", action="store_true",
+                    help="only the rule and the 16-row tiles as two 8-wide dots (shapes of 9-16 rows)")
     args = ap.parse_args(argv)
     max_seconds, shape_text = args.max_seconds, args.shapes
     shapes = [tuple(int(v) for v in p.lower().split("x")) for p in shape_text.split(",")]
@@ -159,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(list(shape))
             continue
         try:
-            results.append(tune_shape(*shape, args.rep_ms, args.fused_only))
+            results.append(tune_shape(*shape, args.rep_ms, args.fused_only, args.halves))
         except Exception:
             results.append({"shape": list(shape), "error": traceback.format_exc(limit=3)})
         if args.json:

@@ -11,6 +11,7 @@ from ridgeline.core.registry import get_spec, resolve
 from ridgeline.core.spec import Case
 from ridgeline.ops.int4_matmul.launch import int4_matmul, launch_plan
 from ridgeline.ops.int4_matmul.pack import pack_int4, unpack_int4
+from ridgeline.ops.int4_matmul.rules import TileConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -49,6 +50,9 @@ def test_batch_invariance_across_tile_rules(nk):
     small = int4_matmul(x[:32], wp, s)
     for m in (1, 3, 8, 9, 16, 17):  # the swapped 8-, 16- and 32-row tiles (mma.sync)
         assert torch.equal(int4_matmul(x[:m], wp, s), small[:m]), f"M={m} vs M=32"
+    for m in (9, 16, 17):  # the 16-row candidate on two 8-wide dots (4 warps, still mma.sync)
+        y = int4_matmul(x[:m], wp, s, cfg=TileConfig(16, 64, 4, 4, swap_ab=True, halves=True))
+        assert torch.equal(y, small[:m]), f"M={m} halves vs M=32"
     for m in (33, 64, 65, 256, 257):  # 64-row tiles (wgmma)
         assert torch.equal(int4_matmul(x[:m], wp, s), full[:m]), f"M={m} vs M=1024"
     assert torch.equal(int4_matmul(x, wp, s), full)  # deterministic

@@ -237,6 +237,20 @@ def test_configs_values_and_bits(dtype, cfg):
     assert torch.equal(y, int4_matmul(x, wp, s))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("cfg", [TileConfig(16, 32, 4, 2, swap_ab=True, halves=True),
+                                 TileConfig(32, 16, 2, 1, swap_ab=True, halves=True, groups_per_step=2)])
+def test_halves_values_and_bits(dtype, cfg):
+    """x's rows as two dots' halves: rows in one half only, in both, and past one tile (a second, partial M tile)
+    against float64, and bitwise equal to the rules' launch (the same per-group sums, the halves side by side)."""
+    wp, s = _weights(40, 5 * 128, seed=5)
+    for m in (3, 13, 19):
+        x = torch.randn((m, 5 * 128), generator=torch.Generator().manual_seed(m)).to(dtype)
+        y = int4_matmul(x, wp, s, cfg=cfg)
+        _check(y, x, wp, s)
+        assert torch.equal(y, int4_matmul(x, wp, s)), m
+
+
 def test_check_config_errors():
     wp, s = _weights(40, 256)
     x = torch.randn((2, 256), dtype=torch.float16)
@@ -245,7 +259,9 @@ def test_check_config_errors():
                       (TileConfig(groups_per_step=3), "^cfg: groups_per_step must be one of 1, 2, 4"),
                       (TileConfig(num_warps=3), "^cfg: num_warps must be 1, 2, 4 or 8"),
                       (TileConfig(num_stages=0), "^cfg: num_warps must be 1, 2, 4 or 8 and num_stages"),
-                      (TileConfig(swap_ab=1), "^cfg: swap_ab must be a bool")):
+                      (TileConfig(swap_ab=1), "^cfg: swap_ab must be a bool"),
+                      (TileConfig(16, 64, 4, 4, halves=True), "^cfg: halves must be a bool, and True only with swap"),
+                      (TileConfig(8, 64, 4, 4, swap_ab=True, halves=True), "^cfg: halves must be a bool")):
         with pytest.raises(ValueError, match=text):
             int4_matmul(x, wp, s, cfg=bad)
     with pytest.raises(TypeError, match="^cfg: expected a rules.TileConfig"):

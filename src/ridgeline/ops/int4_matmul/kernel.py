@@ -56,12 +56,29 @@ def _weight_tile(wb, DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, GROUP: tl.const
 
 
 @triton.jit
+def _group_dot(w, xt, SWAP_AB: tl.constexpr, EMULATE: tl.constexpr, IEEE: tl.constexpr, INTERPRETED: tl.constexpr):
+    """One group's product in fp32: [BLOCK_N, rows] = W x^T (SWAP_AB) or [rows, BLOCK_N] = x W^T."""
+    a = xt.to(tl.float32) if EMULATE else xt
+    if SWAP_AB:
+        lhs, rhs = w, tl.trans(a)
+    else:
+        lhs, rhs = a, tl.trans(w)
+    if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile: not batch invariant
+        return tl.sum(lhs[:, :, None] * rhs[None, :, :], axis=1)
+    elif IEEE:
+        return tl.dot(lhs, rhs, input_precision="ieee")
+    else:
+        return tl.dot(lhs, rhs)
+
+
+@triton.jit
 def _int4_mm_kernel(
     x_ptr, w_ptr, s_ptr, y_ptr, p_ptr, cnt_ptr,
     M, N, stride_xm, stride_xk, stride_wn, stride_sn, stride_sg, stride_ym,
     n_groups, groups_per_split, m_tiles, mn,
     GROUP: tl.constexpr, GROUPS_PER_STEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS: tl.constexpr, SPLIT_PROGRAMS: tl.constexpr, FUSED_REDUCE: tl.constexpr, SWAP_AB: tl.constexpr,
+    HALVES: tl.constexpr,
     EMULATE: tl.constexpr,
     IEEE: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
@@ -86,33 +103,49 @@ def _int4_mm_kernel(
     else:
         s_begin = 0
         s_end = SPLITS
-    total = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # HALVES: x's rows as two MMA N tiles of BLOCK_M / 2 (rows 0.. and BLOCK_M / 2..), two dots on the one unpacked
+    # weight, each with its own accumulator; the halves are put side by side once, after the K loop.
+    HM: tl.constexpr = BLOCK_M // 2 if HALVES else BLOCK_M
+    total = tl.zeros((BLOCK_N, HM) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if HALVES:
+        total_b = tl.zeros((BLOCK_N, HM), dtype=tl.float32)
+        offs_h = pid_m * BLOCK_M + tl.arange(0, HM)
+        xa_rows = x_ptr + offs_h.to(tl.int64)[:, None] * stride_xm + offs_k[None, :].to(tl.int64) * stride_xk
+        xb_rows = x_ptr + (offs_h + HM).to(tl.int64)[:, None] * stride_xm + offs_k[None, :].to(tl.int64) * stride_xk
+        mask_a = offs_h < M
+        mask_b = offs_h + HM < M
     for s in range(s_begin, s_end):
         g_begin = s * groups_per_split
         g_end = tl.minimum(g_begin + groups_per_split, n_groups)
-        part = tl.zeros((BLOCK_N, BLOCK_M) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+        part = tl.zeros((BLOCK_N, HM) if SWAP_AB else (BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if HALVES:
+            part_b = tl.zeros((BLOCK_N, HM), dtype=tl.float32)
         for g0 in range(g_begin, g_end, GROUPS_PER_STEP):
             for j in tl.static_range(GROUPS_PER_STEP):  # unrolled: one loop trip's overhead for several groups
                 g = g0 + j
                 live = g < g_end  # (the split's last trip may hold fewer groups: masked loads give zeros)
-                xt = tl.load(x_rows + tl.cast(g * GROUP, tl.int64) * stride_xk, mask=mask_m[:, None] & live,
-                             other=0.0)
+                k_off = tl.cast(g * GROUP, tl.int64) * stride_xk
+                if HALVES:
+                    xa = tl.load(xa_rows + k_off, mask=mask_a[:, None] & live, other=0.0)
+                    xb = tl.load(xb_rows + k_off, mask=mask_b[:, None] & live, other=0.0)
+                else:
+                    xt = tl.load(x_rows + k_off, mask=mask_m[:, None] & live, other=0.0)
                 wb = tl.load(w_rows + g * (GROUP // 2), mask=mask_n[:, None] & live, other=0)
                 w = _weight_tile(wb, dtype, BLOCK_N, GROUP, EMULATE)
-                a = xt.to(tl.float32) if EMULATE else xt
-                if SWAP_AB:  # [BLOCK_N, BLOCK_M] = W x^T
-                    lhs, rhs = w, tl.trans(a)
-                else:  # [BLOCK_M, BLOCK_N] = x W^T
-                    lhs, rhs = a, tl.trans(w)
-                if INTERPRETED:  # numpy's matmul sums in an order that depends on the tile: not batch invariant
-                    blk = tl.sum(lhs[:, :, None] * rhs[None, :, :], axis=1)
-                elif IEEE:
-                    blk = tl.dot(lhs, rhs, input_precision="ieee")
+                if HALVES:
+                    blk = _group_dot(w, xa, True, EMULATE, IEEE, INTERPRETED)
+                    blk_b = _group_dot(w, xb, True, EMULATE, IEEE, INTERPRETED)
                 else:
-                    blk = tl.dot(lhs, rhs)
+                    blk = _group_dot(w, xt, SWAP_AB, EMULATE, IEEE, INTERPRETED)
                 sc = tl.load(s_rows + g * stride_sg, mask=mask_n & live, other=0.0).to(tl.float32)
                 part += blk * (sc[:, None] if SWAP_AB else sc[None, :])
+                if HALVES:
+                    part_b += blk_b * sc[:, None]
         total += part
+        if HALVES:
+            total_b += part_b
+    if HALVES:  # [BLOCK_N, 2, HM] -> [BLOCK_N, BLOCK_M]: column h * HM + i is half h's row i
+        total = tl.reshape(tl.permute(tl.join(total, total_b), (0, 2, 1)), (BLOCK_N, BLOCK_M))
 
     if SWAP_AB:
         out_offs = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]

@@ -85,6 +85,9 @@ def check_config(cfg: object) -> TileConfig:
                          f"{cfg.num_stages!r}")
     if not isinstance(cfg.swap_ab, bool):
         raise ValueError(f"cfg: swap_ab must be a bool; got {cfg.swap_ab!r}")
+    if not isinstance(cfg.halves, bool) or (cfg.halves and not (cfg.swap_ab and cfg.block_m >= 16)):
+        raise ValueError(f"cfg: halves must be a bool, and True only with swap_ab and block_m >= 16; got "
+                         f"halves={cfg.halves!r}, swap_ab={cfg.swap_ab!r}, block_m={cfg.block_m!r}")
     return cfg
 
 
@@ -150,7 +153,8 @@ def _launch(x2: torch.Tensor, w_packed: torch.Tensor, scales: torch.Tensor, y: t
         m, n, x2.stride(0), x2.stride(1), w_packed.stride(0), scales.stride(0), scales.stride(1), y.stride(0),
         n_groups, -(-n_groups // splits), plan["m_tiles"], m * n,
         GROUP=group_size, GROUPS_PER_STEP=cfg.groups_per_step, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPLITS=splits, SPLIT_PROGRAMS=per_split, FUSED_REDUCE=fused, SWAP_AB=cfg.swap_ab, EMULATE=emulate,
+        SPLITS=splits, SPLIT_PROGRAMS=per_split, FUSED_REDUCE=fused, SWAP_AB=cfg.swap_ab, HALVES=cfg.halves,
+        EMULATE=emulate,
         IEEE=x2.dtype == torch.float32 and not interpreter_enabled(), INTERPRETED=interpreter_enabled(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )

@@ -27,12 +27,15 @@ class TileConfig:
     why: str = ""
     swap_ab: bool = False  # y^T = W x^T: the weight tile is the MMA's A operand (kernel.py)
     groups_per_step: int = 1  # quantization groups unrolled in one K loop trip
+    # x's rows as two MMA N tiles of block_m / 2, two dots on the one unpacked weight (swap_ab only): at 16 rows the
+    # 8-wide halves keep mma.sync on 4 warps, where one 16-wide dot becomes wgmma (kernel.py)
+    halves: bool = False
 
     def describe(self) -> str:
         text = f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
         if self.groups_per_step != 1:
             text += f" g{self.groups_per_step}"
-        return text + (" swapAB" if self.swap_ab else "")
+        return text + (" swapAB" if self.swap_ab else "") + (" halves" if self.halves else "")
 
 
 # (max M, config): the first row whose max M >= M. Every row to 32 swaps A and B (one instruction family, mma.sync,
