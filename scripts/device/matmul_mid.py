@@ -16,6 +16,9 @@ wherever its N tiles alone fill the SMs, and what 10240-wide weights take (128x1
 1x10240x8192 0.90x, 16x28672x4096 0.93x). The rules' decode tiles hold 160-192 KB of stages, one program an SM, and
 those weights take 3-7 waves of them, each wave filling its pipeline again: tiles of 72-160 KB let 1-3 programs
 share an SM. The decode tuning (h200-tune-matmul.json) timed these tiles only on 4096- and 8192-wide weights.
+--set tails (s39): the cut launches of ops/matmul/tails.py (a partial last wave's columns on the 128x128 tile, a
+last tile row of one row on the decode rule) against the single launch, at the sweep's 0.87x cell and the audit's
+wave cliffs, with shapes the planner leaves whole beside them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,30 @@ DECODE_CANDIDATES = [G(16, bn, bk, 4, st, 1, persistent=False, tma=False)
                                         (64, 256, 4), (64, 256, 3), (64, 128, 4), (64, 128, 6), (128, 128, 4))]
 
 
+TAIL_SHAPES = [(1024, 10240, 8192), (1024, 6144, 4096), (1025, 4096, 4096), (2049, 4096, 4096), (3073, 4096, 4096),
+               (1281, 4096, 4096), (1536, 4096, 4096), (1025, 10240, 8192), (1024, 4096, 4096)]
+
+
+def _tail_cases(m: int, n: int, k: int, _candidates: list) -> tuple[dict, torch.Tensor]:
+    from ridgeline.ops.matmul import tails
+
+    copies = max(2, -(-256 * 2**20 // (2 * n * k)))
+    x = torch.randn(m, k, device="cuda").bfloat16()
+    ws = [(torch.randn(n, k, device="cuda") / k**0.5).bfloat16() for _ in range(copies)]
+    pieces = tails.plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, force=True)
+    name = "cut " + " + ".join(f"{p.r1 - p.r0}x{p.c1 - p.c0}@" + (f"{p.config.block_m}x{p.config.block_n}"
+                                                                 if p.config else "rules") for p in pieces or ())
+
+    def over(fn):
+        return [lambda w=w: fn(w) for w in ws]
+
+    cases = {"cublas": over(lambda w: F.linear(x, w)),
+             "single launch": over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", tails=False))}
+    if pieces:
+        cases[name] = over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", tails=True))
+    return cases, matmul_2d(x, ws[0], None, x.dtype, "nt", tails=False)
+
+
 def _cases(m: int, n: int, k: int, candidates: list) -> tuple[dict, torch.Tensor]:
     copies = max(2, -(-256 * 2**20 // (2 * n * k)))
     x = torch.randn(m, k, device="cuda").bfloat16()
@@ -88,12 +115,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=0.3, help="graph timing budget per case")
-    ap.add_argument("--set", choices=["mid", "cliffs", "wide", "decode"], default="mid")
+    ap.add_argument("--set", choices=["mid", "cliffs", "wide", "decode", "tails"], default="mid")
     args = ap.parse_args()
     shapes, candidates = {"mid": (SHAPES, CANDIDATES), "cliffs": (CLIFF_SHAPES, CLIFF_CANDIDATES),
                           "wide": (WIDE_SHAPES, WIDE_CANDIDATES),
-                          "decode": (DECODE_SHAPES, DECODE_CANDIDATES)}[args.set]
-    run_shapes(shapes, lambda m, n, k: _cases(m, n, k, candidates), args.json, args.budget_s,
+                          "decode": (DECODE_SHAPES, DECODE_CANDIDATES), "tails": (TAIL_SHAPES, [])}[args.set]
+    if args.set == "tails":
+        shapes, candidates = TAIL_SHAPES, []
+    make = _tail_cases if args.set == "tails" else _cases
+    run_shapes(shapes, lambda m, n, k: make(m, n, k, candidates), args.json, args.budget_s,
                torch.equal,  # (every row: the rules keep one K order)
                lambda m, n, k, us: {"tflops": 2 * m * n * k / us / 1e6}, peers=("cublas",))
     return 0

@@ -49,6 +49,25 @@ def test_batch_invariance_across_the_kernel_switch():
     assert torch.equal(matmul(x, w), full)
 
 
+@pytest.mark.parametrize("shape,layout", [((1024, 10240, 8192), "nt"), ((1025, 4096, 4096), "nt"),
+                                          ((2049, 4096, 4096), "kn"), ((1536, 4096, 4096), "nt")])
+def test_tails_give_the_single_launchs_bits(shape, layout):
+    """A launch cut into pieces (tails.py: columns on two tiles, a last row on the decode rule) gives the single
+    launch's bits (the same K order on every tile), with bias and an fp32 output; the cut is planned here."""
+    from ridgeline.ops.matmul import tails
+    from ridgeline.ops.matmul.launch import matmul_2d
+
+    m, n, k = shape
+    assert tails.plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, force=True)
+    x = torch.randn(m, k, device="cuda").bfloat16()
+    w = (torch.randn((n, k) if layout == "nt" else (k, n), device="cuda") / k**0.5).bfloat16()
+    bias = torch.randn(n, device="cuda")
+    for out_dtype in (torch.bfloat16, torch.float32):
+        single = matmul_2d(x, w, bias, out_dtype, layout, tails=False)
+        assert torch.equal(matmul_2d(x, w, bias, out_dtype, layout, tails=True), single), out_dtype
+    _close(single, reference_matmul(x, w, bias, layout), k, torch.float32)
+
+
 def test_more_than_2_31_elements():
     m, k, n = 2**31 // 4096 + 1, 4096, 256
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)

@@ -24,6 +24,7 @@ from ridgeline.lib.launch import (
 )
 from ridgeline.lib.splitk import reduce_splits
 from ridgeline.ops.matmul import rules
+from ridgeline.ops.matmul.tails import plan as plan_tails
 
 _INTERPRETED = interpreter_enabled()
 DTYPES = (torch.bfloat16, torch.float16)
@@ -154,9 +155,11 @@ def _gemv_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: to
 
 
 def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-              layout: str, config: rules.GemmConfig | rules.GemvConfig | None = None) -> torch.Tensor:
+              layout: str, config: rules.GemmConfig | rules.GemvConfig | None = None,
+              tails: bool | None = None) -> torch.Tensor:
     """y [M, N] for x2 [M, K] (checked already). `config` overrides the rules (the tuning driver); a
-    `rules.GemvConfig` runs the CUDA-core GEMV candidate (M <= 8, either layout)."""
+    `rules.GemvConfig` runs the CUDA-core GEMV candidate (M <= 8, either layout). `tails` (rules' config only):
+    None follows the rule's `tails` flag, True plans the cut wherever the cost model takes it, False never cuts."""
     m, k = x2.shape
     n = w.shape[0] if layout == "nt" else w.shape[1]
     if isinstance(config, rules.GemvConfig):
@@ -172,7 +175,26 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
     if isinstance(config, rules.GemvConfig):
         _gemv_2d(x2, w, bias, y, layout, config)
         return y
-    cfg = config or rules.config_for(m, n, k, x2.dtype, x2.device)[0]
+    pieces = None
+    if config is None and tails is not False:
+        pieces = plan_tails(m, n, k, multiprocessor_count(x2.device), force=bool(tails))
+    if pieces is None:
+        _gemm_into(x2, w, bias, y, layout, config or rules.config_for(m, n, k, x2.dtype, x2.device)[0])
+        return y
+    for p in pieces:  # (tails.py: every piece sums K in the same order, so the cut changes no bits)
+        wp = w[p.c0:p.c1] if layout == "nt" else w[:, p.c0:p.c1]
+        bp = bias[p.c0:p.c1] if bias is not None else None
+        xp = x2[p.r0:p.r1]
+        cfg = p.config or rules.config_for(p.r1 - p.r0, p.c1 - p.c0, k, x2.dtype, x2.device)[0]
+        _gemm_into(xp, wp, bp, y[p.r0:p.r1, p.c0:p.c1], layout, cfg)
+    return y
+
+
+def _gemm_into(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, layout: str,
+               cfg: rules.GemmConfig) -> None:
+    """One launch of the GEMM kernel on `cfg` into y [M, N] (a view with unit column stride: pieces of a cut)."""
+    m, k = x2.shape
+    n = y.shape[1]
     strides, a_km, b_kn, tma_ok = _operands(x2, w, layout)
     tma = cfg.tma and tma_ok
     if cfg.tma and not tma:  # pointer loads of a 128x256 tile spill (sm_90 compile check): a narrower one
@@ -198,7 +220,6 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
     # Triton's full `kernel[grid]` dispatch was part of the 45-133 us of host time per call measured there.
     with torch.cuda.device(x2.device) if on_other_gpu else contextlib.nullcontext():
         launcher.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": 1})
-    return y
 
 
 def _forward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype | None,

@@ -128,6 +128,10 @@ class Rule:
     few_rows: GemmConfig | None = None
     few_rows_below: int = 0
     few_rows_max_m: int = 1 << 62  # and only up to this M
+    # Cut a launch whose last wave would run mostly empty into pieces (tails.py): the full waves' columns on
+    # `config`, the rest on `alternative`; a last tile row of a few rows on the rules for those rows. Off in every
+    # rule until a GPU has timed it (matmul_2d's `tails=True` forces it; scripts/device/matmul_mid.py --set tails).
+    tails: bool = False
 
 
 # Programs per SM a one-tile-per-program launch aims for when it shrinks BLOCK_N. The H200 tuning run
@@ -262,6 +266,19 @@ def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmCon
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
 
+def rule_for(m: int, n: int) -> Rule:
+    """The first rule matching (M, N)."""
+    for rule in INTERPRETER_RULES if _INTERPRETED else RULES:
+        if m <= rule.max_m and n <= rule.max_n:
+            return rule
+    raise AssertionError("the last rule matches every M")  # pragma: no cover
+
+
+def config_for_sms(m: int, n: int, sms: int) -> GemmConfig:
+    """config_for on a GPU of `sms` SMs (tails.py's cost model plans for a given SM count)."""
+    return _config_cached(m, n, sms, _INTERPRETED)[0]
+
+
 def pointer_fallback(cfg: GemmConfig) -> GemmConfig:
     """The tile for a layout TMA cannot read (an operand stride not 16-byte aligned): pointer loads of the
     128x256x64 tile took 255 registers and spilled 636 B in the sm_90 compile check; 128x128x32 does not."""
@@ -275,7 +292,13 @@ def grid_for(m: int, n: int, cfg: GemmConfig, device: torch.device) -> int:
 
 def describe_choice(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device) -> dict[str, Any]:
     """The launch record of a case (the bench stores it beside each measurement of ours)."""
+    from ridgeline.ops.matmul.tails import plan  # (tails.py builds on this module)
+
     cfg, why = config_for(m, n, k, dtype, torch.device(device))
     grid = grid_for(m, n, cfg, torch.device(device)) if m and n and k else 0
-    return {"config": cfg.describe(), **cfg.key(), "grid": grid, "why": why,
-            "note": "tma falls back to pointer loads where an operand's strides are not 16-byte aligned"}
+    record = {"config": cfg.describe(), **cfg.key(), "grid": grid, "why": why,
+              "note": "tma falls back to pointer loads where an operand's strides are not 16-byte aligned"}
+    pieces = plan(m, n, k, multiprocessor_count(torch.device(device))) if m and n and k else None
+    if pieces:
+        record["tails"] = [p.describe() for p in pieces]
+    return record
