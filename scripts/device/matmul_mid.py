@@ -120,8 +120,6 @@ def main() -> int:
     shapes, candidates = {"mid": (SHAPES, CANDIDATES), "cliffs": (CLIFF_SHAPES, CLIFF_CANDIDATES),
                           "wide": (WIDE_SHAPES, WIDE_CANDIDATES),
                           "decode": (DECODE_SHAPES, DECODE_CANDIDATES), "tails": (TAIL_SHAPES, [])}[args.set]
-    if args.set == "tails":
-        shapes, candidates = TAIL_SHAPES, []
     make = _tail_cases if args.set == "tails" else _cases
     run_shapes(shapes, lambda m, n, k: make(m, n, k, candidates), args.json, args.budget_s,
                torch.equal,  # (every row: the rules keep one K order)

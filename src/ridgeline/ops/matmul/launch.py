@@ -176,7 +176,7 @@ def matmul_2d(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_
         _gemv_2d(x2, w, bias, y, layout, config)
         return y
     pieces = None
-    if config is None and tails is not False:
+    if config is None and (tails or (tails is None and rules.ANY_TAILS)):  # (no planning on the host path otherwise)
         pieces = plan_tails(m, n, k, multiprocessor_count(x2.device), force=bool(tails))
     if pieces is None:
         _gemm_into(x2, w, bias, y, layout, config or rules.config_for(m, n, k, x2.dtype, x2.device)[0])

@@ -191,6 +191,8 @@ RULES: tuple[Rule, ...] = (
          few_rows_max_m=512),
 )
 
+ANY_TAILS = any(rule.tails for rule in RULES)  # (matmul_2d plans cuts only where some rule may take one)
+
 # Under the interpreter: small tiles (each program is interpreted in Python; masks and loops still exercised).
 INTERPRETER_RULES: tuple[Rule, ...] = (
     Rule(16, GemmConfig(16, 32, 32, 4, 1, 1, persistent=False, tma=False), "interpreter: decode path", True,

@@ -7,8 +7,8 @@ The compute-bound rule's persistent 128x256 tiles come in waves of one tile an S
 - **A last tile row of a few rows** (1025, 2049, 3073 rows: the audit's cliffs, 1.28-1.76x over their neighbours:
   one tile row of 1 valid row costs a whole wave): those rows go to their own launch on the rules for that many
   rows (the decode tiles: one more read of the weight, at copy bandwidth).
-Every piece sums K in the same order with the same MMA steps (BLOCK_K 64 or a multiple; bits equal across the rules'
-tiles, `tests/ops/matmul/test_matmul_gpu.py`), so a cut changes no bits and batch invariance holds.
+Every piece sums K in the same order of MMA steps (whatever its tile and BLOCK_K: the rules' tiles give equal bits,
+`tests/ops/matmul/test_matmul_gpu.py`, contiguous operands), so a cut changes no bits and batch invariance holds.
 
 Whether to cut is a cost model, not a measurement: a wave costs the tile's FLOPs at the tensor rate of one SM, a
 row tail the weight's bytes at copy bandwidth, each extra launch LAUNCH_US; a plan is taken when it is predicted
