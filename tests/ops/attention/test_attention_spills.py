@@ -27,7 +27,7 @@ KERNELS = {"fwd": ("attention", "_attn_fwd"), "dkdv": ("attention_bwd", "_attn_b
 # (kernel, head dim): none but D=256's dK/dV 64 x 64 w8 s2, 548/592 B (572/624 causal), which ran the whole backward
 # 2.26x faster than the spill-free 16 x 32 w8 s2 (h200-tune-attention-d256-bwd-s18.json). The other s18 tiles (D=64
 # all three, D=256 forward through TMA) compile without spills.
-SPILL_ALLOWANCE = {("dkdv", 128): 512, ("dkdv", 256): 640}
+SPILL_ALLOWANCE = {("dkdv", 128): 64, ("dkdv", 256): 320}  # (through TMA since s39: <= 44 B and <= 292 B)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The GEMM's tails (ops/matmul/tails.py): the planner's cuts on the GPU's rule table (132 SMs), and launches cut
-into pieces giving the single launch's bits under the interpreter (forced plans: no rule cuts until a GPU has
-timed it)."""
+into pieces giving the single launch's bits under the interpreter (forced plans: the interpreter's rules never
+cut)."""
 
 from __future__ import annotations
 
@@ -43,10 +43,12 @@ def test_planner_cuts_on_the_gpu_rules(monkeypatch):
             cut = tails.plan(*shape, 132, force=True)
             if cut is not None:
                 assert _covers_once(cut, shape[0], shape[1]), shape
-        # no rule cuts by default (not timed yet), and the launch record says so
-        assert not any(r.tails for r in rules.RULES)
-        assert tails.plan(1024, 10240, 8192, 132) is None
-        assert "tails" not in rules.describe_choice(1024, 10240, 8192, torch.bfloat16, torch.device("cpu"))
+        # the compute-bound rule cuts (measured, s39) and only it; the launch record names the pieces
+        assert [r.tails for r in rules.RULES] == [False] * (len(rules.RULES) - 1) + [True]
+        assert tails.plan(1024, 10240, 8192, 132) == tails.plan(1024, 10240, 8192, 132, force=True)
+        record = rules.describe_choice(1024, 10240, 8192, torch.bfloat16, torch.device("cpu"))
+        assert record["tails"] == [p.describe() for p in tails.plan(1024, 10240, 8192, 132)]
+        assert "tails" not in rules.describe_choice(1024, 4096, 4096, torch.bfloat16, torch.device("cpu"))
     monkeypatch.setattr(rules, "_INTERPRETED", True)  # (as on the CPU: the interpreter's rules have nothing to cut to)
     assert tails.plan(1024, 10240, 8192, 132, force=True) is None
 

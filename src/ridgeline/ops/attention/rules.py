@@ -92,12 +92,15 @@ FWD_RULES: tuple[Rule, ...] = (
          "255 registers, 4/4 B spills causal on sm_90)"),
 )
 
-# A candidate since s38, not in the rules: both backward kernels streaming their per-step tiles (dK/dV: Q and dO;
-# dQ: K and V) through TMA descriptors made per sequence and head (AttnConfig.tma), as the forward does. It frees
-# registers on sm_90 (scripts/spills_sm90.py, full / causal): D=128 dK/dV spills 412/492 B by pointer loads, 20/44 B
-# through TMA; D=256 dK/dV 548/572 -> 136/184 B; D=64 dK/dV 244 -> 205 registers. Not yet run on a GPU (no device
-# machine could be started in s38): plan s38-bwd-fp8 tests it bit for bit against the pointer
-# path and times it (tune_attention.py --tma-bwd; attn_bwd_kernels.py:tma) beside the flash and cuDNN backends.
+# The backward's per-step tiles through TMA descriptors made per sequence and head (AttnConfig.tma; dK/dV: Q and
+# dO, dQ: K and V), as the forward does, since s39. It frees registers on sm_90 (scripts/spills_sm90.py, full /
+# causal, stores): D=128 dK/dV spills 412/492 B by pointer loads, 20/44 B through TMA; D=256 548/572 -> 136/184 B
+# (loads 232/292); D=64 244 -> 205 registers. Measured on an H100 (s39, tune_attention.py --tma-bwd,
+# h100-drivers-s39.json run `tma_bwd_s39`, the whole backward at the rules' tiles, both kernels through TMA against
+# both by pointers): D=256 causal 5.36 against 6.18 ms (1.15x), D=128 GQA full 7.43 / 8.39 (1.13x), causal 4.27 /
+# 4.49 (1.05x); D=64 causal dQ alone through TMA 2.66 / 2.73 ms, dK/dV through TMA 2.77 (so D=64's dK/dV keeps
+# pointer loads). The same bits as the pointer path (test_attention_gpu.py). Pointer loads remain where
+# launch.tma_readable refuses a tensor.
 DKDV_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
     # Spill bytes (stores/loads) and registers below: scripts/spills_sm90.py (Triton 3.7.1's ptxas for sm_90, bf16,
@@ -110,34 +113,38 @@ DKDV_RULES: tuple[Rule, ...] = (
          "h200-tune-attention-d64-d256-s18.json): 32 x 64 on 4 warps, 3 stages, 2.94 ms (234 TFLOP/s) vs 3.31 ms "
          "(208) for the old 32 x 128 w8 s3 (1.12x); 64 x 64 w4 s3 was second (2.97 ms, 232) but spills 352/352 B "
          "on sm_90; this tile: 0 spills, 244/238 registers. Not timed: full attention, beside the new dQ tile"),
-    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(32, 64, 4, 3),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(32, 64, 4, 3, tma=True),
          "measured (H200, s17, the whole backward): 32 x 64 on 4 warps, 8.66 ms full / 4.68 ms causal vs 13.96 / "
-         "9.47 ms for the old 16 x 128 w8 s2 (1.61x / 2.0x) although it spills 412/416 B (492/496 causal) on sm_90 "
-         "and the old tile spilled none; 64 x 128 w8 s2 was second (8.74 / 4.71 ms, 256/260 B); "
-         "test_attention_spills.py holds the spills to these"),
-    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2),
+         "9.47 ms for the old 16 x 128 w8 s2 (1.61x / 2.0x); 64 x 128 w8 s2 was second (8.74 / 4.71 ms). Q and dO "
+         "through TMA since s39 (H100, with dQ's K and V: 1.13x full GQA, 1.05x causal; spills 412/492 B by "
+         "pointers, 20/44 B through TMA); test_attention_spills.py holds the spills to these"),
+    Rule("d256", lambda c: True, AttnConfig(64, 64, 8, 2, tma=True),
          "measured (H200, s18, B4 S4096 H16/16 D256 causal, the whole backward, h200-tune-attention-d256-bwd-s18.json"
-         "): 64 x 64 on 8 warps, 2 stages, 9.35 ms vs 21.1 ms for the old 16 x 32 w8 s2 (2.26x) although it spills "
-         "548/592 B (572/624 causal) on sm_90 and the old tile spilled none; 64 x 32 w8 s2 was second (11.1 ms, 172 "
-         "B), 16 x 64 w8 s2 third (13.3 ms, 8/20 B); 64 x 128 and 128 x 64 do not fit shared memory. Full attention "
-         "not timed. test_attention_spills.py holds the spills to these"),
+         "): 64 x 64 on 8 warps, 2 stages, 9.35 ms vs 21.1 ms for the old 16 x 32 w8 s2 (2.26x); 64 x 32 w8 s2 was "
+         "second (11.1 ms), 16 x 64 w8 s2 third (13.3 ms); 64 x 128 and 128 x 64 do not fit shared memory. Q and dO "
+         "through TMA since s39 (H100, with dQ's K and V: 5.36 against 6.18 ms causal, 1.15x; through TMA 64 x 32 "
+         "6.83 ms, 32 x 64 7.33): spills 548/592 B by pointers, 136/232 B through TMA (causal 572/624, 184/292). "
+         "Full attention not timed. test_attention_spills.py holds the spills to these"),
 )
 
 DQ_RULES: tuple[Rule, ...] = (
     Rule("interpreter", lambda c: c.interpreted, _CPU, "CPU interpreter"),
-    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 64, 4, 3),
+    Rule("d<=64", lambda c: c.head_dim <= 64, AttnConfig(64, 64, 4, 3, tma=True),
          "measured (H200, s18, B4 S4096 H32/32 D64 causal, the whole backward with dK/dV at its old rule, "
          "h200-tune-attention-d64-d256-s18.json): 64 x 64 on 4 warps, 3 stages, 3.08 ms (223 TFLOP/s) vs 3.31 ms "
          "(208) for the old 128 x 64 w8 s3 (1.07x); 128 x 32 w8 s3 was second (3.14 ms, 219). sm_90: 153/146 "
-         "registers, 0 spills. Not timed: full attention, beside the new dK/dV tile"),
-    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 3),
+         "registers, 0 spills. K and V through TMA since s39 (H100: 2.66 against 2.73 ms, the whole backward). Not "
+         "timed: full attention, beside the new dK/dV tile"),
+    Rule("d128", lambda c: c.head_dim <= 128, AttnConfig(128, 64, 8, 3, tma=True),
          "128 x 128 dQ accumulator plus q and do tiles in registers over 8 warps; measured (H200, s17, full): 3 "
-         "stages 13.73 ms vs 2 stages 14.05 ms for the whole backward (dK/dV at its old rule)"),
-    Rule("d256", lambda c: True, AttnConfig(128, 32, 8, 3),
+         "stages 13.73 ms vs 2 stages 14.05 ms for the whole backward (dK/dV at its old rule). K and V through TMA "
+         "since s39 (H100, the whole backward: 8.19 against 8.39 ms full GQA with dK/dV by pointers)"),
+    Rule("d256", lambda c: True, AttnConfig(128, 32, 8, 3, tma=True),
          "measured (H200, s19, B4 S4096 H16/16 D256 causal, the whole backward with dK/dV at its s18 rule, "
          "h200-tune-attention-d256-dq-s19.json): 128 x 32 on 8 warps, 3 stages, 6.26 ms (220 TFLOP/s) vs 9.37 ms "
          "(147) for the old 64 x 32 w8 s2 (1.50x); 64 x 32 w4 s2 was second (7.35 ms). sm_90: 245/248 registers, "
-         "0 spills, 224 KB of shared memory. Not timed: full attention"),
+         "0 spills, 224 KB of shared memory. K and V through TMA since s39 (H100: 6.04 against 6.18 ms, the whole "
+         "backward with dK/dV by pointers). Not timed: full attention"),
 )
 
 

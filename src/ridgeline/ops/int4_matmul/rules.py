@@ -45,10 +45,11 @@ TILE_RULES: tuple[tuple[int, TileConfig], ...] = (
                                "as it stands (s21 SASS: 194 instructions a 64 x 128 step, s20's unswapped 288); two "
                                "groups a loop trip: 1.14-1.20x one at 1x8192x28672 / 1x57344x8192, level at 4096^2 "
                                "(h200-tune-int4_matmul-s21.json)", swap_ab=True, groups_per_step=2)),
-    (16, TileConfig(16, 64, 2, 4, "9-16 rows: a 16-wide N tile; 64 weight rows on 2 warps keep mma.sync (on 4 warps "
-                                  "they become wgmma: 1.5x slower at 16x57344x8192); two groups a trip lose here "
-                                  "(0.76x at 16x8192x28672); s21 tuning: within 1% of the best at 3 shapes",
-                    swap_ab=True)),
+    (16, TileConfig(16, 64, 4, 3, "9-16 rows: x's rows as two 8-wide dots on the one unpacked weight (halves), so 4 "
+                                  "warps stay on mma.sync (one 16-wide dot there is wgmma, 1.5x slower), 3 stages; "
+                                  "H100 s39 (tune --halves): 1.00-1.20x the 2-warp 16-wide tile at six shapes "
+                                  "(16x8192x28672 67.1 against 76.7 us, 9x4096x14336 18.2 / 21.8), the same bits",
+                    swap_ab=True, halves=True)),
     (32, TileConfig(32, 64, 2, 3, "small batch: still weight-bound; 32 weight rows a warp; 3 stages 1.05x 4 at "
                                   "32x4096x4096 (s21 tuning), 1.16x the unswapped 32x64 tile", swap_ab=True)),
     # (s20 tuning: git show 520522a:docs/results/h200-tune-int4_matmul-s20.json)

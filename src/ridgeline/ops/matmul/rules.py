@@ -129,8 +129,9 @@ class Rule:
     few_rows_below: int = 0
     few_rows_max_m: int = 1 << 62  # and only up to this M
     # Cut a launch whose last wave would run mostly empty into pieces (tails.py): the full waves' columns on
-    # `config`, the rest on `alternative`; a last tile row of a few rows on the rules for those rows. Off in every
-    # rule until a GPU has timed it (matmul_2d's `tails=True` forces it; scripts/device/matmul_mid.py --set tails).
+    # `config`, the rest on `alternative`; a last tile row of a few rows on the rules for those rows (measured on an
+    # H100, s39: the audit from 512 to 4096 rows 1.02-1.31x at every cut point, `gemm.md`; matmul_2d's `tails`
+    # argument forces it on or off).
     tails: bool = False
 
 
@@ -188,7 +189,7 @@ RULES: tuple[Rule, ...] = (
          # 29.4 / 29.6 us (TMA in the s23 audit: 29.3 / 37.6) but 1025 rows 84.8 against 74.8, 1281 83.7 against
          # 87.6: past one wave of tiles TMA's pipeline wins back more than its short boxes cost.
          few_rows=GemmConfig(128, 128, 64, 8, 5, 8, persistent=True, tma=False), few_rows_below=32,
-         few_rows_max_m=512),
+         few_rows_max_m=512, tails=True),
 )
 
 ANY_TAILS = any(rule.tails for rule in RULES)  # (matmul_2d plans cuts only where some rule may take one)
