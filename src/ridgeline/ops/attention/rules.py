@@ -233,7 +233,7 @@ WS_FORWARD = WsForward(
     "a TMA load warp and two MMA warpgroups of 64 rows, 128-row query tiles, P from registers (FlashAttention-3's "
     "split); s28-s29: 1.13-1.34x the Triton forward at D = 128, 1.04-1.11x at D = 64, 1.26-1.32x at D = 256",
     # s37 (plan s37-packed on an H100, cold-eager, docs/results/h100-bench-attention-window-s37.json and run
-    # bench_attention_packed_s37 of h100-drivers-s28-s37.json; the Triton forward beside every Gluon form): packed
+    # bench_attention_packed_s37 of h100-drivers-s28-s39.json; the Triton forward beside every Gluon form): packed
     # batches at D = 128 / 256 one tile a program, overlapped, 1.12-1.26x the Triton forward (16384 tokens, H32/8
     # D128 full 2508 against 3154 us, causal 1457 / 1633; H16 D256 2396 / 2927, 1351 / 1580); at D = 64 0.93-1.00x
     # (the plain loop 1740 / 1740 full, 1035 / 982 causal): not taken. Windows of dense batches (a 1024-key window,

@@ -69,7 +69,7 @@ MIN_GROUPS_PER_SPLIT = 4
 SPLIT_BELOW_PROGRAMS_PER_SM = 2
 # Split programs add their partials in the kernel (the tile's last program, behind a self-resetting counter) instead
 # of a second launch, up to this many rows (the same bits either way). s28 on an H100 (tune_int4_matmul.py
-# --fused-only, h100-drivers-s28-s37.json run int4_fused_s28, graph replay): 1.04-1.06x at M = 1 and 4
+# --fused-only, h100-drivers-s28-s39.json run int4_fused_s28, graph replay): 1.04-1.06x at M = 1 and 4
 # (1x4096x4096 7.99 against 8.48 us, 4x4096x4096 8.10 / 8.53, 1x6144x4096 10.71 / 11.10), but 1.10-1.15x slower at
 # M = 16 and 32 (16x4096x4096 10.10 against 8.77 us): there the last program reads 8 partials of 16-32 rows after its
 # own tile, a serial tail longer than the second launch it saves.

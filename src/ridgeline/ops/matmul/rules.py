@@ -166,7 +166,7 @@ RULES: tuple[Rule, ...] = (
          "mid M to 128 rows, weight wider than 8192: one 128-row tile over all the rows (the weight streams once, "
          "N / 128 programs), 128x128x64 pointer tiles on 8 warps, 5 stages (measured on the H200 in s23: "
          "128x28672x4096 69.4 us against 80.8 for the s23 rule's 64x128x128 tiles, cuBLAS 67.8; on an H100 in s33, "
-         "h100-drivers-s28-s37.json: 128x10240x8192 65.5 against 80.1, cuBLAS 62.7; 65 / 96 / 128 rows x 28672x4096 "
+         "h100-drivers-s28-s39.json: 128x10240x8192 65.5 against 80.1, cuBLAS 62.7; 65 / 96 / 128 rows x 28672x4096 "
          "1.06-1.09x, level at 128x16384x4096 and 128x57344x8192; the same bits)"),
     Rule(256, GemmConfig(64, 128, 128, 4, 4, 8, persistent=False, tma=True),
          "mid M to 256 rows: 64x128x128 TMA tiles, 4 stages, one tile a program (measured s23: 256x4096x4096 17.8 "

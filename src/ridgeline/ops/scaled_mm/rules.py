@@ -237,11 +237,11 @@ GEMM_RULES: tuple[Rule, ...] = (
     # same bits) won at every tuned shape, 1.01-1.37x; 64-row tiles over 4 warps up to M = 256.
     # Since s39 (H100, scripts/device/fp8_block_decode.py, h100-drivers-s39.json run `fp8_block_decode_s39`, graph
     # timings over weight copies, the same bits): the row-wise decode rule's pointer loads and 6 stages, deferred,
-    # 1.12-1.59x the old 64x128 g8 s4 TMA tile at M <= 32 (1x4096x4096 12.7 against 19.5 us, 1x8192x28672 102.5 /
+    # 1.12-1.54x the old 64x128 g8 s4 TMA tile at M <= 32 (1x4096x4096 12.7 against 19.5 us, 1x8192x28672 102.5 /
     # 133.4, 32x4096x14336 38.9 / 44.1), 16x6144x4096 1.04x; at 64 rows pointer loads spill (290 us at
     # 64x28672x4096) and 6 TMA stages ran 1.01x.
     Rule(TileConfig(64, 128, 128, 1, 4, 6, use_tma=False, defer_scale=True), "block scales, decode (M <= 32): "
-         "pointer loads, 6 stages, deferred (1.04-1.59x the s17 TMA tile, H100 s39)", max_m=32, modes=("block",),
+         "pointer loads, 6 stages, deferred (1.04-1.54x the s17 TMA tile, H100 s39)", max_m=32, modes=("block",),
          adjust=fill_the_gpu),
     Rule(TileConfig(64, 128, 128, 1, 4, 6, defer_scale=True), "block scales, M <= 64: 64x128 deferred, 6 TMA "
          "stages (1.01x 4 stages at 64x28672x4096, H100 s39; s17: 1.53x the old rule at M = 64)", max_m=64,
