@@ -96,7 +96,7 @@ FWD_RULES: tuple[Rule, ...] = (
 # dO, dQ: K and V), as the forward does, since s39. It frees registers on sm_90 (scripts/spills_sm90.py, full /
 # causal, stores): D=128 dK/dV spills 412/492 B by pointer loads, 20/44 B through TMA; D=256 548/572 -> 136/184 B
 # (loads 232/292); D=64 244 -> 205 registers. Measured on an H100 (s39, tune_attention.py --tma-bwd,
-# h100-drivers-s39.json run `tma_bwd_s39`, the whole backward at the rules' tiles, both kernels through TMA against
+# h100-drivers-s28-s39.json run `tma_bwd_s39`, the whole backward at the rules' tiles, both kernels through TMA against
 # both by pointers): D=256 causal 5.36 against 6.18 ms (1.15x), D=128 GQA full 7.43 / 8.39 (1.13x), causal 4.27 /
 # 4.49 (1.05x); D=64 causal dQ alone through TMA 2.66 / 2.73 ms, dK/dV through TMA 2.77 (so D=64's dK/dV keeps
 # pointer loads). The same bits as the pointer path (test_attention_gpu.py). Pointer loads remain where

@@ -235,7 +235,7 @@ GEMM_RULES: tuple[Rule, ...] = (
          "small tiles keep the masked, narrow loads in registers", tma=False, adjust=fill_the_gpu),
     # Block scales (measured, H200, s17): the deferred rescale (each step's partial scaled one step later, the
     # same bits) won at every tuned shape, 1.01-1.37x; 64-row tiles over 4 warps up to M = 256.
-    # Since s39 (H100, scripts/device/fp8_block_decode.py, h100-drivers-s39.json run `fp8_block_decode_s39`, graph
+    # Since s39 (H100, scripts/device/fp8_block_decode.py, h100-drivers-s28-s39.json run `fp8_block_decode_s39`, graph
     # timings over weight copies, the same bits): the row-wise decode rule's pointer loads and 6 stages, deferred,
     # 1.12-1.54x the old 64x128 g8 s4 TMA tile at M <= 32 (1x4096x4096 12.7 against 19.5 us, 1x8192x28672 102.5 /
     # 133.4, 32x4096x14336 38.9 / 44.1), 16x6144x4096 1.04x; at 64 rows pointer loads spill (290 us at
