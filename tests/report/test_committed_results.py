@@ -1,4 +1,5 @@
-"""The committed H200 records are valid run records, and the committed report regenerates from them exactly."""
+"""The committed H200 (and H100) records are valid run records, and the committed report regenerates from them
+exactly."""
 
 import json
 import re
@@ -11,6 +12,7 @@ from ridgeline.report.build import write_report
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 BENCHES = sorted(RESULTS.glob("h200-bench-*.json"))
+H100_RUNS = sorted([*RESULTS.glob("h100-bench-*.json"), *RESULTS.glob("h100-audit-*.json")])
 # Each committed report and the record it was built from (docs/results/README.md indexes both).
 REPORTS = [("report-h200-rmsnorm", "h200-bench-rmsnorm-sweep-s12.json")]
 
@@ -19,6 +21,14 @@ REPORTS = [("report-h200-rmsnorm", "h200-bench-rmsnorm-sweep-s12.json")]
 def test_committed_bench_records_load(path):
     rec = load_record(path)
     assert rec.env["gpu"] == "NVIDIA H200" and rec.device["measured"]
+    assert rec.measurements and all(m["samples_us"] for m in rec.measurements)
+
+
+@pytest.mark.parametrize("path", H100_RUNS, ids=lambda p: p.name)
+def test_committed_h100_records_load(path):
+    """The H100 records (sessions the device lent no H200) say so in their own environment."""
+    rec = load_record(path)
+    assert rec.env["gpu"].startswith("NVIDIA H100") and rec.device["measured"]
     assert rec.measurements and all(m["samples_us"] for m in rec.measurements)
 
 
