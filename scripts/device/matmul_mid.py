@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -74,19 +75,25 @@ TAIL_SHAPES = [(1024, 10240, 8192), (1024, 6144, 4096), (1025, 4096, 4096), (204
                (1281, 4096, 4096), (1536, 4096, 4096), (1025, 10240, 8192), (1024, 4096, 4096)]
 
 
-def _tail_cases(m: int, n: int, k: int, _candidates: list) -> tuple[dict, torch.Tensor]:
-    from ridgeline.ops.matmul import tails
-
+def _operands(m: int, n: int, k: int) -> tuple[torch.Tensor, list[torch.Tensor], Callable]:
+    """x, weight copies past 256 MB (every call reads its weight from DRAM), and `over(fn)`: fn's call on each."""
     copies = max(2, -(-256 * 2**20 // (2 * n * k)))
     x = torch.randn(m, k, device="cuda").bfloat16()
     ws = [(torch.randn(n, k, device="cuda") / k**0.5).bfloat16() for _ in range(copies)]
-    pieces = tails.plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, force=True)
-    name = "cut " + " + ".join(f"{p.r1 - p.r0}x{p.c1 - p.c0}@" + (f"{p.config.block_m}x{p.config.block_n}"
-                                                                 if p.config else "rules") for p in pieces or ())
 
     def over(fn):
         return [lambda w=w: fn(w) for w in ws]
 
+    return x, ws, over
+
+
+def _tail_cases(m: int, n: int, k: int, _candidates: list) -> tuple[dict, torch.Tensor]:
+    from ridgeline.ops.matmul import tails
+
+    x, ws, over = _operands(m, n, k)
+    pieces = tails.plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count, force=True)
+    name = "cut " + " + ".join(f"{p.r1 - p.r0}x{p.c1 - p.c0}@" + (f"{p.config.block_m}x{p.config.block_n}"
+                                                                 if p.config else "rules") for p in pieces or ())
     cases = {"cublas": over(lambda w: F.linear(x, w)),
              "single launch": over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", tails=False))}
     if pieces:
@@ -95,14 +102,8 @@ def _tail_cases(m: int, n: int, k: int, _candidates: list) -> tuple[dict, torch.
 
 
 def _cases(m: int, n: int, k: int, candidates: list) -> tuple[dict, torch.Tensor]:
-    copies = max(2, -(-256 * 2**20 // (2 * n * k)))
-    x = torch.randn(m, k, device="cuda").bfloat16()
-    ws = [(torch.randn(n, k, device="cuda") / k**0.5).bfloat16() for _ in range(copies)]
+    x, ws, over = _operands(m, n, k)
     rule = rules.config_for(m, n, k, x.dtype, x.device)[0]
-
-    def over(fn):
-        return [lambda w=w: fn(w) for w in ws]
-
     cases = {"cublas": over(lambda w: F.linear(x, w)),
              f"rule {rule.describe()}": over(lambda w: matmul_2d(x, w, None, x.dtype, "nt", rule))}
     for cfg in candidates:

@@ -253,33 +253,31 @@ def config_for(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device)
 
 @functools.lru_cache(maxsize=4096)
 def _config_cached(m: int, n: int, sms: int, interpreted: bool) -> tuple[GemmConfig, str]:
-    for rule in INTERPRETER_RULES if interpreted else RULES:
-        if m <= rule.max_m and n <= rule.max_n:
-            cfg = rule.config
-            if rule.shrink_n:
-                cfg = replace(cfg, block_n=_shrunk_block_n(m, n, rule, sms))
-            if rule.alternative is not None and (
-                    _wave_cost(m, n, rule.alternative, sms, rule.alternative_rate) < _wave_cost(m, n, cfg, sms, 1.0)):
-                cfg = rule.alternative
-            few = rule.few_rows
-            if (few is not None and cfg.tma and (cfg.block_m, cfg.block_n) == (few.block_m, few.block_n)
-                    and 0 < m % cfg.block_m < rule.few_rows_below and m <= rule.few_rows_max_m):
-                cfg = few
-            return cfg, rule.why
-    raise AssertionError("the last rule matches every M")  # pragma: no cover
+    rule = rule_for(m, n, interpreted)
+    cfg = rule.config
+    if rule.shrink_n:
+        cfg = replace(cfg, block_n=_shrunk_block_n(m, n, rule, sms))
+    if rule.alternative is not None and (
+            _wave_cost(m, n, rule.alternative, sms, rule.alternative_rate) < _wave_cost(m, n, cfg, sms, 1.0)):
+        cfg = rule.alternative
+    few = rule.few_rows
+    if (few is not None and cfg.tma and (cfg.block_m, cfg.block_n) == (few.block_m, few.block_n)
+            and 0 < m % cfg.block_m < rule.few_rows_below and m <= rule.few_rows_max_m):
+        cfg = few
+    return cfg, rule.why
 
 
-def rule_for(m: int, n: int) -> Rule:
-    """The first rule matching (M, N)."""
-    for rule in INTERPRETER_RULES if _INTERPRETED else RULES:
+def rule_for(m: int, n: int, interpreted: bool | None = None) -> Rule:
+    """The first rule matching (M, N) in the interpreter's table or the GPU's (default: as the profile hook set)."""
+    for rule in INTERPRETER_RULES if (_INTERPRETED if interpreted is None else interpreted) else RULES:
         if m <= rule.max_m and n <= rule.max_n:
             return rule
     raise AssertionError("the last rule matches every M")  # pragma: no cover
 
 
-def config_for_sms(m: int, n: int, sms: int) -> GemmConfig:
+def config_for_sms(m: int, n: int, sms: int, interpreted: bool) -> GemmConfig:
     """config_for on a GPU of `sms` SMs (tails.py's cost model plans for a given SM count)."""
-    return _config_cached(m, n, sms, _INTERPRETED)[0]
+    return _config_cached(m, n, sms, interpreted)[0]
 
 
 def pointer_fallback(cfg: GemmConfig) -> GemmConfig:

@@ -76,8 +76,9 @@ def _columns(m: int, n: int, k: int, rule: Rule, sms: int) -> tuple[float, tuple
     return cost, (Piece(0, m, 0, split, main), Piece(0, m, split, n, alt))
 
 
-def _whole_or_columns(m: int, n: int, k: int, rule: Rule, sms: int) -> tuple[float, tuple[Piece, ...]]:
-    cfg = config_for_sms(m, n, sms)
+def _whole_or_columns(m: int, n: int, k: int, rule: Rule, sms: int,
+                      interpreted: bool) -> tuple[float, tuple[Piece, ...]]:
+    cfg = config_for_sms(m, n, sms, interpreted)
     best = (_launch_us(m, n, k, cfg, sms, _rate(rule, cfg)), (Piece(0, m, 0, n, cfg),))
     cut = _columns(m, n, k, rule, sms)
     return cut if cut is not None and cut[0] < best[0] else best
@@ -91,18 +92,15 @@ def plan(m: int, n: int, k: int, sms: int, force: bool = False) -> tuple[Piece, 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(m: int, n: int, k: int, sms: int, force: bool, interpreted: bool) -> tuple[Piece, ...] | None:
-    rule = rule_for(m, n)
+    rule = rule_for(m, n, interpreted)
     if not (rule.tails or (force and rule.alternative is not None)) or m < TAILS_FROM_M or n == 0 or k == 0:
         return None
-    cfg = config_for_sms(m, n, sms)
+    cfg = config_for_sms(m, n, sms, interpreted)
     single = _launch_us(m, n, k, cfg, sms, _rate(rule, cfg))
-    best: tuple[float, tuple[Piece, ...]] | None = None
-    cut = _columns(m, n, k, rule, sms)
-    if cut is not None:
-        best = cut
+    best = _columns(m, n, k, rule, sms)
     rows_left = m % rule.config.block_m
     if 0 < rows_left < ROW_TAIL_BELOW and m - rows_left >= TAILS_FROM_M:
-        head_cost, head = _whole_or_columns(m - rows_left, n, k, rule, sms)
+        head_cost, head = _whole_or_columns(m - rows_left, n, k, rule, sms, interpreted)
         cost = head_cost + 2.0 * n * k / (COPY_GBPS * 1e3) + LAUNCH_US
         if best is None or cost < best[0]:
             best = (cost, (*head, Piece(m - rows_left, m, 0, n, None)))
