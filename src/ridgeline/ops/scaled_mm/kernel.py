@@ -143,6 +143,7 @@ def _scaled_mm_kernel(
     SCALE: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, DEFER_SCALE: tl.constexpr = False,
+    SWAP_AB: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -165,10 +166,16 @@ def _scaled_mm_kernel(
         n_mask = offs_n < N
         offs_m64 = offs_m.to(tl.int64)
         offs_n64 = offs_n.to(tl.int64)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        # SWAP_AB (decode): the tile is computed as y^T = b a^T, the weight's BLOCK_N rows the MMA's M side and a's
+        # BLOCK_M rows its narrow N side (8-32 where a wgmma's M side is 64 rows of padding); acc is [BLOCK_N,
+        # BLOCK_M] until the epilogue. The same products, scales and promotions per output as the plain tile.
+        if SWAP_AB:
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if SCALE == 2 and DEFER_SCALE:
             # The previous K step's partial and its scales: it is scaled into acc after this step's dot is issued.
-            prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            prev = tl.zeros_like(acc)
             prev_sa = tl.zeros((BLOCK_M,), dtype=tl.float32)
             prev_sb = tl.zeros((BLOCK_N,), dtype=tl.float32)
         for ki in tl.range(0, k_tiles, num_stages=NUM_STAGES):
@@ -192,9 +199,15 @@ def _scaled_mm_kernel(
                     # A tuning candidate: the step's dot result is consumed one iteration later, so its wgmma can
                     # run while the previous partial is scaled (in place, each step waits for its own dot). The
                     # same products, scales and additions in the same order: the same bits (acc += 0 * 0 first).
-                    part = tl.dot(a, b.T)
-                    acc += prev * (prev_sa[:, None] * prev_sb[None, :])
+                    if SWAP_AB:  # (sb * sa = sa * sb exactly: the swapped tile's bits are the plain one's)
+                        part = tl.dot(b, a.T)
+                        acc += prev * (prev_sb[:, None] * prev_sa[None, :])
+                    else:
+                        part = tl.dot(a, b.T)
+                        acc += prev * (prev_sa[:, None] * prev_sb[None, :])
                     prev, prev_sa, prev_sb = part, sa, sb
+                elif SWAP_AB:
+                    acc += tl.dot(b, a.T) * (sb[:, None] * sa[None, :])
                 else:
                     acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
             else:
@@ -202,9 +215,17 @@ def _scaled_mm_kernel(
                 # default on sm_90 lets the whole K loop accumulate that way (max_num_imprecise_acc = 2^30), which
                 # missed the contract's tolerance at K >= 14336 on the H200 (0.37 against 0.11). Promoting into the
                 # fp32 accumulator every BLOCK_K, as cuBLAS does without fast accumulation, keeps fp32 sums.
-                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+                if SWAP_AB:
+                    acc = tl.dot(b, a.T, acc, max_num_imprecise_acc=BLOCK_K)
+                else:
+                    acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
         if SCALE == 2 and DEFER_SCALE:
-            acc += prev * (prev_sa[:, None] * prev_sb[None, :])
+            if SWAP_AB:
+                acc += prev * (prev_sb[:, None] * prev_sa[None, :])
+            else:
+                acc += prev * (prev_sa[:, None] * prev_sb[None, :])
+        if SWAP_AB:
+            acc = tl.trans(acc)  # [BLOCK_M, BLOCK_N] for the epilogue (a small tile: one shared-memory round trip)
         if SCALE == 0:
             acc = acc * s_all
         elif SCALE == 1:

@@ -162,7 +162,8 @@ def launch_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
             b.stride(1), y.stride(0), y.stride(1), sam, sak, sbn, sbk)
     constexprs = {"SCALE": MODE_CODES[mode], "HAS_BIAS": bias is not None, "BLOCK_M": cfg.block_m,
                   "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-                  "USE_TMA": use_tma, "NUM_STAGES": cfg.num_stages, "DEFER_SCALE": cfg.defer_scale and mode == "block"}
+                  "USE_TMA": use_tma, "NUM_STAGES": cfg.num_stages, "DEFER_SCALE": cfg.defer_scale and mode == "block",
+                  "SWAP_AB": cfg.swap_ab}
     if a.is_cuda and a.get_device() != torch.cuda.current_device():
         with torch.cuda.device(a.device):
             _GEMM.launch(grid, args, constexprs, cfg.num_warps, options={"num_stages": cfg.num_stages})

@@ -57,6 +57,9 @@ class TileConfig:
     # Its block scales loaded a trip (two K steps) ahead as they are and multiplied after that trip's wgmmas issue,
     # so no FMUL on a fresh load sits before a wgmma (kernel_ws.py `_pipelined_steps`)
     ws_scales_ahead: bool = False
+    # Decode: the tile computed as y^T = b a^T (the weight's block_n rows on the MMA's 64-row side, a's block_m
+    # rows on its narrow side, 8-32), the same bits (kernel.py SWAP_AB); Triton kernel only
+    swap_ab: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k", "group_m", "num_warps"):
@@ -68,6 +71,8 @@ class TileConfig:
                              f"{self.block_k}")
         if self.num_stages < 1:
             raise ValueError(f"TileConfig.num_stages: expected >= 1, got {self.num_stages}")
+        if self.swap_ab and self.warp_specialized:
+            raise ValueError("TileConfig.swap_ab: a Triton-kernel decode form; not with warp_specialized")
         mma, load = self.ws_regs
         if any(r % 8 or not 24 <= r <= 256 for r in (mma, load)) or 2 * 128 * mma + 128 * load > 65536:
             raise ValueError(f"TileConfig.ws_regs: expected multiples of 8 in 24..256 with 2 x 128 x mma + 128 x "
@@ -83,7 +88,7 @@ class TileConfig:
         return (f"tile {self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
                 f"s{self.num_stages} {load}{' defer' if self.defer_scale else ''}"
                 f"{' ws' if self.warp_specialized else ''}{regs}{' pipelined' if self.ws_pipeline else ''}"
-                f"{' ahead' if self.ws_scales_ahead else ''}")
+                f"{' ahead' if self.ws_scales_ahead else ''}{' swapAB' if self.swap_ab else ''}")
 
 
 @dataclass(frozen=True)
