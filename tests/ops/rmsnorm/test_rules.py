@@ -174,8 +174,10 @@ def test_the_order_of_a_rows_sum_does_not_follow_strides_or_pointer_alignment():
 
     script = Path(__file__).resolve().parents[3] / "scripts" / "compile_configs.py"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile for the GPU, not interpret
-    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5120", "5125", "7168", "8192", "16384", "20000",
-                          "24576", "40000", "65536", "--check-layouts"],
+    # (one width of each kind: a power of two, 4 and 5 off one, a wide odd row, the two-pass widths; s40 dropped
+    # four more of the same kinds to keep the suite's time)
+    res = subprocess.run([sys.executable, str(script), "4096", "4100", "5125", "8192", "20000", "40000", "65536",
+                          "--check-layouts"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
 
