@@ -70,6 +70,17 @@ def test_swap_ab_is_refused_on_the_warp_specialized_kernel_and_named_in_the_desc
     assert "swapAB" in TileConfig(8, 64, 128, swap_ab=True).describe()
 
 
+def test_the_tuning_driver_times_swapped_tiles_at_decode_sizes_only():
+    from ridgeline.ops.scaled_mm.rules import candidate_configs
+
+    for mode in ("row", "block"):
+        for m in (1, 16, 32):
+            swapped = [c for c in candidate_configs(mode, m) if c.swap_ab]
+            assert swapped and all(c.block_m >= max(16, m) and not c.use_tma for c in swapped), (mode, m)
+            assert all(c.defer_scale == (mode == "block") for c in swapped)
+        assert not any(c.swap_ab for c in candidate_configs(mode, 64))
+
+
 @pytest.mark.slow
 def test_swapped_decode_tiles_compile_for_sm90_onto_wgmma_without_spills(tmp_path):
     from ridgeline.ops.scaled_mm.profile import gpu_rules

@@ -349,6 +349,12 @@ def candidate_configs(mode: str, m: int) -> list[TileConfig]:
             if cfg.smem_bytes() <= 200 * 1024:
                 out.append(cfg)
     out.append(replace(config_for(m, 8192, 8192, mode, interpreted=False), use_tma=False))
+    if m <= 32:
+        # (s40) the decode tile swapped: a's rows on the MMA's narrow side (16-32: wgmma), the weight's on its 64-row
+        # side, pointer loads over 6 stages as the decode rules have them (block: deferred, as they have it too)
+        rows = max(16, 1 << (m - 1).bit_length())
+        out += [TileConfig(rows, bn, 128, 1, 4, 6, use_tma=False, defer_scale=mode == "block", swap_ab=True)
+                for bn in (64, 128)]
     if mode == "block":
         # Block scales ran at 0.33-0.36x of row-wise on the H200 (each step's wgmma waits for its own rescale):
         # the deferred rescale of every candidate, same bits, for the driver to time. (sm_90 compile: the second
