@@ -135,6 +135,16 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _oriented(of_a, of_b, SWAP_AB: tl.constexpr):
+    # (of a, of b) as the tile's (rows, columns) take them: swapped, b's side comes first.
+    if SWAP_AB:
+        first, second = of_b, of_a
+    else:
+        first, second = of_a, of_b
+    return first, second  # (one return: Triton types a function by its returns, and these two shapes differ)
+
+
+@triton.jit
 def _scaled_mm_kernel(
     a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, bias_ptr,
     M, N, K,
@@ -168,16 +178,18 @@ def _scaled_mm_kernel(
         offs_n64 = offs_n.to(tl.int64)
         # SWAP_AB (decode): the tile is computed as y^T = b a^T, the weight's BLOCK_N rows the MMA's M side and a's
         # BLOCK_M rows its narrow N side (8-32 where a wgmma's M side is 64 rows of padding); acc is [BLOCK_N,
-        # BLOCK_M] until the epilogue. The same products, scales and promotions per output as the plain tile.
+        # BLOCK_M] until the epilogue. The same products, scales and promotions per output as the plain tile (the
+        # scale product sb * sa = sa * sb exactly).
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if SCALE == 2 and DEFER_SCALE:
-            # The previous K step's partial and its scales: it is scaled into acc after this step's dot is issued.
+            # The previous K step's partial and its scales (of the tile's rows and columns): it is scaled into acc
+            # after this step's dot is issued.
             prev = tl.zeros_like(acc)
-            prev_sa = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            prev_sb = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            prev_sr, prev_sc = _oriented(tl.zeros((BLOCK_M,), dtype=tl.float32), tl.zeros((BLOCK_N,), dtype=tl.float32),
+                                         SWAP_AB)
         for ki in tl.range(0, k_tiles, num_stages=NUM_STAGES):
             k0 = ki * BLOCK_K
             if USE_TMA:
@@ -191,39 +203,29 @@ def _scaled_mm_kernel(
                             mask=m_mask[:, None] & k_mask[None, :], other=0.0)
                 b = tl.load(b_ptr + offs_n64[:, None] * stride_bn + offs_k64[None, :] * stride_bk,
                             mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+            lhs, rhs = _oriented(a, b, SWAP_AB)
             if SCALE == 2:
                 kb = k0 // 128  # BLOCK_K divides 128: one scale group per step
                 sa = tl.load(sa_ptr + offs_m64 * stride_sam + kb * stride_sak, mask=m_mask, other=0.0)
                 sb = tl.load(sb_ptr + (offs_n64 // 128) * stride_sbn + kb * stride_sbk, mask=n_mask, other=0.0)
+                s_rows, s_cols = _oriented(sa, sb, SWAP_AB)
                 if DEFER_SCALE:
                     # A tuning candidate: the step's dot result is consumed one iteration later, so its wgmma can
                     # run while the previous partial is scaled (in place, each step waits for its own dot). The
                     # same products, scales and additions in the same order: the same bits (acc += 0 * 0 first).
-                    if SWAP_AB:  # (sb * sa = sa * sb exactly: the swapped tile's bits are the plain one's)
-                        part = tl.dot(b, a.T)
-                        acc += prev * (prev_sb[:, None] * prev_sa[None, :])
-                    else:
-                        part = tl.dot(a, b.T)
-                        acc += prev * (prev_sa[:, None] * prev_sb[None, :])
-                    prev, prev_sa, prev_sb = part, sa, sb
-                elif SWAP_AB:
-                    acc += tl.dot(b, a.T) * (sb[:, None] * sa[None, :])
+                    part = tl.dot(lhs, rhs.T)
+                    acc += prev * (prev_sr[:, None] * prev_sc[None, :])
+                    prev, prev_sr, prev_sc = part, s_rows, s_cols
                 else:
-                    acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
+                    acc += tl.dot(lhs, rhs.T) * (s_rows[:, None] * s_cols[None, :])
             else:
                 # Hopper's FP8 wgmma keeps fewer accumulator bits than fp32 (~14, DeepSeek-V3 report, 3.3.2); Triton's
                 # default on sm_90 lets the whole K loop accumulate that way (max_num_imprecise_acc = 2^30), which
                 # missed the contract's tolerance at K >= 14336 on the H200 (0.37 against 0.11). Promoting into the
                 # fp32 accumulator every BLOCK_K, as cuBLAS does without fast accumulation, keeps fp32 sums.
-                if SWAP_AB:
-                    acc = tl.dot(b, a.T, acc, max_num_imprecise_acc=BLOCK_K)
-                else:
-                    acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+                acc = tl.dot(lhs, rhs.T, acc, max_num_imprecise_acc=BLOCK_K)
         if SCALE == 2 and DEFER_SCALE:
-            if SWAP_AB:
-                acc += prev * (prev_sb[:, None] * prev_sa[None, :])
-            else:
-                acc += prev * (prev_sa[:, None] * prev_sb[None, :])
+            acc += prev * (prev_sr[:, None] * prev_sc[None, :])
         if SWAP_AB:
             acc = tl.trans(acc)  # [BLOCK_M, BLOCK_N] for the epilogue (a small tile: one shared-memory round trip)
         if SCALE == 0:
