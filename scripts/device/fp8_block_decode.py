@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -42,19 +43,26 @@ SWAP_SHAPES = [(1, 4096, 4096), (1, 8192, 28672), (4, 57344, 8192), (16, 6144, 4
                (32, 4096, 14336)]
 
 
-def _cases(m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
-    """name -> the calls over each weight copy, for one shape; and the block rule's output (the bits to compare)."""
+def _operands(m: int, n: int, k: int) -> tuple:
+    """a, the weight copies (past 256 MB together), block scales (sa, sb) and row-wise ones (sa_row, sb_row)."""
     copies = max(2, -(-256 * 2**20 // (n * k)))
     kb = -(-k // 128)
     a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
     bs = [(torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn) for _ in range(copies)]
+    sa, sb = torch.rand(m, kb, device="cuda") + 0.5, torch.rand(-(-n // 128), kb, device="cuda") + 0.5
     sa_row, sb_row = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
-    sa = torch.rand(m, kb, device="cuda") + 0.5
-    sb = torch.rand(-(-n // 128), kb, device="cuda") + 0.5
-    rule = config_for(m, n, k, "block", sms, interpreted=False)
+    return a, bs, sa, sb, sa_row, sb_row
 
-    def over(fn):
-        return [lambda b=b: fn(b) for b in bs]
+
+def _over(bs: list, fn) -> list:
+    return [lambda b=b: fn(b) for b in bs]
+
+
+def _cases(m: int, n: int, k: int, sms: int) -> tuple[dict, torch.Tensor]:
+    """name -> the calls over each weight copy, for one shape; and the block rule's output (the bits to compare)."""
+    a, bs, sa, sb, sa_row, sb_row = _operands(m, n, k)
+    rule = config_for(m, n, k, "block", sms, interpreted=False)
+    over = functools.partial(_over, bs)
 
     cases = {
         ROW_CASES[0]: over(lambda b: torch._scaled_mm(a, b.t(), sa_row, sb_row.view(1, -1),
@@ -92,21 +100,12 @@ def _swapped(rule, m: int, block: bool) -> list:
 
 def _swap_cases(m: int, n: int, k: int, sms: int, block: bool) -> tuple[dict, torch.Tensor]:
     """One mode's rule and its swapped candidates (the bits compared with the rule's), beside the row-wise speed."""
-    copies = max(2, -(-256 * 2**20 // (n * k)))
-    kb = -(-k // 128)
-    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
-    bs = [(torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn) for _ in range(copies)]
-    if block:
-        sa, sb = torch.rand(m, kb, device="cuda") + 0.5, torch.rand(-(-n // 128), kb, device="cuda") + 0.5
-    else:
-        sa, sb = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
-    sa_row, sb_row = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
+    a, bs, sa, sb, sa_row, sb_row = _operands(m, n, k)
+    if not block:
+        sa, sb = sa_row, sb_row
     mode = "block" if block else "row"
     rule = config_for(m, n, k, mode, sms, interpreted=False)
-
-    def over(fn):
-        return [lambda b=b: fn(b) for b in bs]
-
+    over = functools.partial(_over, bs)
     cases = {ROW_CASES[0]: over(lambda b: torch._scaled_mm(a, b.t(), sa_row, sb_row.view(1, -1),
                                                            out_dtype=torch.bfloat16))}
     if block:
